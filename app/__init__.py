@@ -1,0 +1,37 @@
+"""Stapel's web app: `flask --app app run` or `gunicorn 'app:create_app()'`."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from app.config import Settings
+
+
+def create_app(overrides: dict | None = None) -> Flask:
+    """Create the Flask app; overrides replace settings read from the environment."""
+    from app import cli, logs
+    from app.api import errors, health, v1
+    from app.broker import make_celery
+    from app.db import make_engine, make_session_factory
+    from app.web import Stapel, close_session
+
+    settings = Settings.from_env()
+    if overrides:
+        settings = settings.replace(**overrides)
+    logs.configure()
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.json.sort_keys = False
+    engine = make_engine(settings.database_url)
+    app.extensions["stapel"] = Stapel(
+        settings=settings,
+        engine=engine,
+        sessions=make_session_factory(engine),
+        celery=make_celery(settings.redis_url),
+    )
+    app.teardown_appcontext(close_session)
+    errors.register(app)
+    app.register_blueprint(v1)
+    app.register_blueprint(health)
+    cli.register(app)
+    return app

@@ -1,0 +1,62 @@
+"""Errors as JSON: {"error": {"code", "message"}} with the right status."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from flask import Flask, jsonify
+from sqlalchemy.exc import InterfaceError, OperationalError
+from werkzeug.exceptions import HTTPException
+
+from app.exceptions import StapelError
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 5
+"""What a 503 tells clients to wait before trying again."""
+
+
+def error_response(status: int, code: str, message: str, headers: dict | None = None):
+    """Return a JSON error response."""
+    response = jsonify({"error": {"code": code, "message": message}})
+    response.status_code = status
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def register(app: Flask) -> None:
+    """Install the handlers that turn every error into a JSON body."""
+
+    @app.errorhandler(StapelError)
+    def _stapel(exc: StapelError):
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return error_response(exc.status, exc.code, exc.message, headers)
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException):
+        code = (exc.name or "error").lower().replace(" ", "_")
+        return error_response(exc.code or 500, code, exc.description or exc.name)
+
+    @app.errorhandler(OperationalError)
+    @app.errorhandler(InterfaceError)
+    def _db(exc: OperationalError | InterfaceError):
+        log.warning("database unavailable error=%s", type(exc.orig).__name__)
+        return error_response(
+            503, "database_unavailable", "the database is unreachable; retry later",
+            {"Retry-After": str(RETRY_AFTER_S)},
+        )
+
+    @app.errorhandler(redis.RedisError)
+    def _redis(exc: redis.RedisError):
+        log.warning("redis unavailable error=%s", type(exc).__name__)
+        return error_response(
+            503, "broker_unavailable", "the queue is unreachable; retry later",
+            {"Retry-After": str(RETRY_AFTER_S)},
+        )
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        log.exception("unhandled error")
+        return error_response(500, "internal_error", "internal error")

@@ -1,0 +1,178 @@
+"""Job routes: submit, read, list, result, cancel."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from datetime import datetime
+
+from flask import Response, g, jsonify, request, stream_with_context, url_for
+
+from app import jobs
+from app.api import v1
+from app.api.parsing import Limits, idempotency_key, parse_json, parse_upload
+from app.broker import send_chunks
+from app.exceptions import ValidationError
+from app.models import JOB_STATES, Job
+from app.registry import scan
+from app.web import db_session, stapel
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def job_json(job: Job) -> dict:
+    """Return the public representation of a job."""
+    return {
+        "id": job.id,
+        "status": job.status,
+        "pool": job.pool,
+        "source_lang": job.source_lang,
+        "target_lang": job.target_lang,
+        "priority": job.priority,
+        "documents_total": job.documents_total,
+        "segments_total": job.segments_total,
+        "segments_done": job.segments_done,
+        "attempts": job.attempts,
+        "error": job.error,
+        "metadata": job.meta,
+        "callback_url": job.callback_url,
+        "created_at": _iso(job.created_at),
+        "started_at": _iso(job.started_at),
+        "finished_at": _iso(job.finished_at),
+        "links": {
+            "self": url_for("v1.get_job", job_id=job.id),
+            "result": url_for("v1.get_result", job_id=job.id),
+            "cancel": url_for("v1.cancel_job", job_id=job.id),
+        },
+    }
+
+
+def _limits() -> Limits:
+    s = stapel().settings
+    return Limits(
+        max_segments=s.max_segments_per_job,
+        max_segment_chars=s.max_segment_chars,
+        max_documents=s.max_documents_per_job,
+        max_metadata_bytes=s.max_metadata_bytes,
+    )
+
+
+@v1.post("/jobs")
+def create_job():
+    """Accept a job as JSON or as uploaded .txt files; answer 202 once it is stored."""
+    ext = stapel()
+    pairs = list(scan(ext.settings.model_root))
+    key = idempotency_key(request.headers.get("Idempotency-Key"))
+    if request.mimetype == "multipart/form-data":
+        spec = parse_upload(request.form, request.files, pairs, _limits(), key)
+    elif request.mimetype == "application/json":
+        body = request.get_json(silent=True)
+        if body is None:
+            raise ValidationError("the body is not valid JSON", code="invalid_json")
+        spec = parse_json(body, pairs, _limits(), key)
+    else:
+        raise ValidationError(
+            "send application/json or multipart/form-data", code="unsupported_media_type"
+        )
+    session = db_session()
+    job, created = jobs.create_job(
+        session, g.tenant_id, spec,
+        gpu_threshold=ext.settings.gpu_threshold, chunk_segments=ext.settings.chunk_segments,
+    )
+    if created:
+        jobs.mark_sent(session, send_chunks(ext.celery, jobs.chunk_messages(session, job.id)))
+    response = jsonify(job_json(job))
+    response.status_code = 202 if created else 200
+    response.headers["Location"] = url_for("v1.get_job", job_id=job.id)
+    return response
+
+
+@v1.get("/jobs/<job_id>")
+def get_job(job_id: str):
+    """Return a job's status and progress."""
+    return jsonify(job_json(jobs.get_job(db_session(), g.tenant_id, job_id)))
+
+
+@v1.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str):
+    """Cancel a queued or running job; 409 if it already ended."""
+    return jsonify(job_json(jobs.cancel_job(db_session(), g.tenant_id, job_id)))
+
+
+def _encode_cursor(job: Job) -> str:
+    raw = f"{job.created_at.isoformat()}|{job.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created, job_id = raw.split("|", 1)
+        return datetime.fromisoformat(created), job_id
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationError("cursor is not valid", code="invalid_cursor") from None
+
+
+@v1.get("/jobs")
+def list_jobs():
+    """List the tenant's jobs, newest first; `status`, `limit` and `cursor` narrow it."""
+    status = request.args.get("status")
+    if status is not None and status not in JOB_STATES:
+        raise ValidationError(f"status must be one of {', '.join(JOB_STATES)}",
+                              code="invalid_status")
+    max_limit = stapel().settings.page_size_max
+    try:
+        limit = int(request.args.get("limit", 20))
+    except ValueError:
+        limit = -1
+    if not 1 <= limit <= max_limit:
+        raise ValidationError(f"limit must be an integer from 1 to {max_limit}",
+                              code="invalid_limit")
+    cursor = request.args.get("cursor")
+    before = _decode_cursor(cursor) if cursor else None
+    page = jobs.list_jobs(db_session(), g.tenant_id, status=status, limit=limit, before=before)
+    next_cursor = _encode_cursor(page[-1]) if len(page) == limit else None
+    return jsonify({"jobs": [job_json(j) for j in page], "next_cursor": next_cursor})
+
+
+@v1.get("/jobs/<job_id>/result")
+def get_result(job_id: str):
+    """Stream the translated documents; partial (`complete: false`) while the job runs."""
+    session = db_session()
+    job = jobs.get_job(session, g.tenant_id, job_id)
+    fmt = request.args.get("format", "json")
+    if fmt not in ("json", "txt"):
+        raise ValidationError("format must be json or txt", code="invalid_format")
+    complete = job.status == "succeeded"
+    headers = {"X-Stapel-Complete": "true" if complete else "false"}
+    if fmt == "txt":
+        if job.documents_total != 1:
+            raise ValidationError(
+                "format=txt needs a single-document job; use JSON for several documents",
+                code="invalid_format",
+            )
+        return Response(stream_with_context(_txt(session, job)),
+                        mimetype="text/plain", headers=headers)
+    return Response(stream_with_context(_json(session, job, complete)),
+                    mimetype="application/json", headers=headers)
+
+
+def _txt(session, job: Job) -> Iterator[str]:
+    for _name, segments in jobs.iter_result(session, job):
+        for target in segments:
+            yield (target or "") + "\n"
+
+
+def _json(session, job: Job, complete: bool) -> Iterator[str]:
+    head = {"id": job.id, "status": job.status, "complete": complete,
+            "segments_total": job.segments_total, "segments_done": job.segments_done}
+    yield json.dumps(head)[:-1] + ', "documents": ['
+    for d, (name, segments) in enumerate(jobs.iter_result(session, job)):
+        yield ("," if d else "") + '{"id": ' + json.dumps(name) + ', "segments": ['
+        for s, target in enumerate(segments):
+            yield ("," if s else "") + json.dumps(target, ensure_ascii=False)
+        yield "]}"
+    yield "]}"

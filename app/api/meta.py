@@ -1,0 +1,51 @@
+"""Languages and health probes."""
+
+from __future__ import annotations
+
+import redis
+from flask import jsonify
+from sqlalchemy import text
+
+from app.api import health, v1
+from app.api.errors import RETRY_AFTER_S
+from app.registry import scan
+from app.web import db_session, stapel
+
+
+@v1.get("/languages")
+def languages():
+    """List the language pairs the model root offers."""
+    pairs = scan(stapel().settings.model_root)
+    return jsonify(
+        {"pairs": [{"source": m.source, "target": m.target, "pair": p} for p, m in pairs.items()]}
+    )
+
+
+@health.get("/healthz")
+def healthz():
+    """Answer 200 while the process is alive."""
+    return jsonify({"status": "ok"})
+
+
+@health.get("/readyz")
+def readyz():
+    """Answer 200 when the DB and Redis are reachable, else 503 naming what is not."""
+    checks = {"database": "ok", "redis": "ok"}
+    try:
+        db_session().execute(text("SELECT 1"))
+    except Exception as exc:  # any failure means not ready; the probe must not 500
+        checks["database"] = f"unavailable: {type(exc).__name__}"
+    try:
+        client = redis.Redis.from_url(
+            stapel().settings.redis_url, socket_connect_timeout=2, socket_timeout=2
+        )
+        client.ping()
+        client.close()
+    except redis.RedisError as exc:
+        checks["redis"] = f"unavailable: {type(exc).__name__}"
+    ready = all(v == "ok" for v in checks.values())
+    response = jsonify({"status": "ready" if ready else "unavailable", "checks": checks})
+    if not ready:
+        response.status_code = 503
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response

@@ -1,0 +1,254 @@
+"""Turn a job request (JSON or multipart .txt upload) into a validated JobSpec."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from werkzeug.datastructures import FileStorage, MultiDict
+
+from app.exceptions import TooLarge, UnknownLanguagePair, ValidationError
+from app.jobs import DocumentSpec, JobSpec
+
+JSON_FIELDS = {"source_lang", "target_lang", "segments", "documents", "priority",
+               "callback_url", "metadata"}
+FORM_FIELDS = JSON_FIELDS - {"segments", "documents"}
+MAX_NAME_CHARS = 255
+MAX_URL_CHARS = 2000
+MAX_IDEMPOTENCY_KEY_CHARS = 200
+PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 0, 9, 5
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a request is checked against (from Settings)."""
+
+    max_segments: int
+    max_segment_chars: int
+    max_documents: int
+    max_metadata_bytes: int
+
+
+def _text(value: object, where: str, limits: Limits) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{where} must be a string", code="invalid_type")
+    if len(value) > limits.max_segment_chars:
+        raise ValidationError(
+            f"{where} has {len(value)} characters; the limit is {limits.max_segment_chars}",
+            code="segment_too_long",
+        )
+    _check_storable(value, where)
+    return value
+
+
+def _check_storable(value: str, where: str) -> None:
+    if "\x00" in value:
+        raise ValidationError(f"{where} contains a NUL character", code="invalid_text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{where} is not valid Unicode text", code="invalid_text") from None
+
+
+def _segments(value: object, where: str, limits: Limits) -> list[str]:
+    if not isinstance(value, list):
+        raise ValidationError(f"{where} must be a list of strings", code="invalid_type")
+    if len(value) > limits.max_segments:
+        raise TooLarge(
+            f"{where} has {len(value)} segments; the limit per job is {limits.max_segments}",
+            code="too_many_segments",
+        )
+    return [_text(v, f"{where}[{i}]", limits) for i, v in enumerate(value)]
+
+
+def _documents(value: object, limits: Limits) -> list[DocumentSpec]:
+    if not isinstance(value, list) or not value:
+        raise ValidationError("documents must be a non-empty list", code="invalid_type")
+    if len(value) > limits.max_documents:
+        raise TooLarge(
+            f"{len(value)} documents; the limit per job is {limits.max_documents}",
+            code="too_many_documents",
+        )
+    docs = []
+    for i, doc in enumerate(value):
+        where = f"documents[{i}]"
+        if not isinstance(doc, dict):
+            raise ValidationError(f"{where} must be an object", code="invalid_type")
+        unknown = set(doc) - {"id", "segments"}
+        if unknown:
+            raise ValidationError(f"{where} has unknown fields: {sorted(unknown)}",
+                                  code="unknown_field")
+        name = doc.get("id")
+        if name is not None:
+            if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS:
+                raise ValidationError(
+                    f"{where}.id must be a string of 1 to {MAX_NAME_CHARS} characters",
+                    code="invalid_type",
+                )
+            _check_storable(name, f"{where}.id")
+        if "segments" not in doc:
+            raise ValidationError(f"{where}.segments is required", code="missing_field")
+        docs.append(DocumentSpec(name, _segments(doc["segments"], f"{where}.segments", limits)))
+    return docs
+
+
+def _priority(value: object) -> int:
+    if value is None:
+        return PRIORITY_DEFAULT
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+        PRIORITY_MIN <= value <= PRIORITY_MAX
+    ):
+        raise ValidationError(
+            f"priority must be an integer from {PRIORITY_MIN} (least urgent) "
+            f"to {PRIORITY_MAX} (most urgent)",
+            code="invalid_priority",
+        )
+    return value
+
+
+def _callback_url(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_URL_CHARS:
+        raise ValidationError("callback_url must be a URL string", code="invalid_callback_url")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError("callback_url must be an http or https URL",
+                              code="invalid_callback_url")
+    if parts.username or parts.password:
+        raise ValidationError("callback_url must not carry credentials",
+                              code="invalid_callback_url")
+    _check_storable(value, "callback_url")
+    return value
+
+
+def _metadata(value: object, limits: Limits) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError("metadata must be a JSON object", code="invalid_type")
+    try:
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    except (UnicodeEncodeError, ValueError):
+        raise ValidationError("metadata is not valid Unicode JSON", code="invalid_text") from None
+    if "\\u0000" in json.dumps(value):
+        raise ValidationError("metadata contains a NUL character", code="invalid_text")
+    if size > limits.max_metadata_bytes:
+        raise ValidationError(
+            f"metadata is {size} bytes; the limit is {limits.max_metadata_bytes}",
+            code="metadata_too_large",
+        )
+    return value
+
+
+def _lang(value: object, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError(f"{name} is required and must be a language code",
+                              code="missing_field" if value is None else "invalid_type")
+    return value
+
+
+def idempotency_key(header: str | None) -> str | None:
+    """Validate the Idempotency-Key header."""
+    if header is None:
+        return None
+    if not header or len(header) > MAX_IDEMPOTENCY_KEY_CHARS:
+        raise ValidationError(
+            f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters",
+            code="invalid_idempotency_key",
+        )
+    return header
+
+
+def _finish(fields: dict, documents: list[DocumentSpec], pairs: list[str], limits: Limits,
+            key: str | None) -> JobSpec:
+    source = _lang(fields.get("source_lang"), "source_lang")
+    target = _lang(fields.get("target_lang"), "target_lang")
+    if f"{source}-{target}" not in pairs:
+        offered = ", ".join(pairs) or "none"
+        raise UnknownLanguagePair(
+            f"no model for {source}-{target}; available pairs: {offered}"
+        )
+    spec = JobSpec(
+        source_lang=source,
+        target_lang=target,
+        documents=documents,
+        priority=_priority(fields.get("priority")),
+        callback_url=_callback_url(fields.get("callback_url")),
+        metadata=fields.get("metadata"),
+        idempotency_key=key,
+    )
+    spec.metadata = _metadata(spec.metadata, limits)
+    total = spec.segments_total
+    if total == 0:
+        raise ValidationError("the job has no segments", code="no_segments")
+    if total > limits.max_segments:
+        raise TooLarge(
+            f"the job has {total} segments; the limit per job is {limits.max_segments}",
+            code="too_many_segments",
+        )
+    return spec
+
+
+def parse_json(body: object, pairs: list[str], limits: Limits, key: str | None) -> JobSpec:
+    """Validate a JSON job request."""
+    if not isinstance(body, dict):
+        raise ValidationError("the body must be a JSON object", code="invalid_json")
+    unknown = set(body) - JSON_FIELDS
+    if unknown:
+        raise ValidationError(f"unknown fields: {sorted(unknown)}", code="unknown_field")
+    has_segments, has_documents = "segments" in body, "documents" in body
+    if has_segments == has_documents:
+        raise ValidationError("give exactly one of 'segments' or 'documents'",
+                              code="missing_field" if not has_segments else "invalid_request")
+    if has_segments:
+        documents = [DocumentSpec(None, _segments(body["segments"], "segments", limits))]
+    else:
+        documents = _documents(body["documents"], limits)
+    return _finish(body, documents, pairs, limits, key)
+
+
+def parse_upload(form: MultiDict, files: MultiDict, pairs: list[str], limits: Limits,
+                 key: str | None) -> JobSpec:
+    """Validate a multipart upload: one document per .txt file, one segment per line."""
+    unknown = set(form) - FORM_FIELDS
+    if unknown:
+        raise ValidationError(f"unknown form fields: {sorted(unknown)}", code="unknown_field")
+    fields: dict = {name: form.get(name) for name in FORM_FIELDS if name in form}
+    if "metadata" in fields:
+        try:
+            fields["metadata"] = json.loads(fields["metadata"])
+        except ValueError:
+            raise ValidationError("metadata must be a JSON object", code="invalid_json") from None
+    uploads: list[FileStorage] = [f for name in files for f in files.getlist(name)]
+    if not uploads:
+        raise ValidationError("upload at least one .txt file", code="no_segments")
+    if len(uploads) > limits.max_documents:
+        raise TooLarge(f"{len(uploads)} files; the limit per job is {limits.max_documents}",
+                       code="too_many_documents")
+    documents = [_document_from_file(i, f, limits) for i, f in enumerate(uploads)]
+    return _finish(fields, documents, pairs, limits, key)
+
+
+def _document_from_file(i: int, upload: FileStorage, limits: Limits) -> DocumentSpec:
+    name = (upload.filename or f"file{i}").replace("\\", "/").rsplit("/", 1)[-1]
+    name = name[:MAX_NAME_CHARS] or f"file{i}"
+    if not name.lower().endswith(".txt"):
+        raise ValidationError(f"file {name!r}: only .txt files are accepted",
+                              code="unsupported_file_type")
+    raw = upload.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"file {name!r} is not UTF-8 (bad byte at offset {exc.start})", code="invalid_encoding"
+        ) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    _check_storable(name, f"file name {name!r}")
+    return DocumentSpec(name, _segments(lines, f"file {name!r}", limits))

@@ -1,0 +1,84 @@
+"""Sending chunk tasks by name, and reading which task messages the broker still holds."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from app.jobs import ChunkMessage
+from app.models import new_id
+
+log = logging.getLogger(__name__)
+
+TRANSLATE_TASK = "stapel.translate_chunk"
+"""The stable name of the task that translates one chunk."""
+
+UNACKED_KEY = "unacked"
+PRIORITY_SEP = ":"
+
+
+def make_celery(broker_url: str) -> Celery:
+    """Return a Celery app configured from celeryconfig, used only to send tasks."""
+    celery = Celery("stapel")
+    celery.config_from_object("celeryconfig")
+    celery.conf.broker_url = broker_url
+    return celery
+
+
+def broker_priority(priority: int) -> int:
+    """Map the API's priority (9 most urgent) to Redis's (0 served first)."""
+    return 9 - priority
+
+
+def send_chunk(celery: Celery, message: ChunkMessage, task_id: str) -> bool:
+    """Send one chunk's task under task_id; False (and a log line) if the broker is down."""
+    try:
+        celery.send_task(
+            TRANSLATE_TASK,
+            args=[message.chunk_id],
+            queue=message.pool,
+            priority=broker_priority(message.priority),
+            task_id=task_id,
+        )
+    except (OperationalError, redis.RedisError, OSError) as exc:
+        log.warning(
+            "send failed logid=%s chunk_id=%s error=%s; the watchdog will resend",
+            message.job_id, message.chunk_id, type(exc).__name__,
+        )
+        return False
+    return True
+
+
+def send_chunks(celery: Celery, messages: list[ChunkMessage]) -> dict[str, str]:
+    """Send one task per chunk, stopping at the first broker failure.
+
+    Returns chunk id -> task id of those sent; the watchdog sends the rest later.
+    """
+    sent: dict[str, str] = {}
+    for message in messages:
+        task_id = new_id()
+        if not send_chunk(celery, message, task_id):
+            break
+        sent[message.chunk_id] = task_id
+    return sent
+
+
+def live_task_ids(client: redis.Redis, queues: list[str]) -> set[str]:
+    """Return the ids of task messages waiting in the queues or delivered but unacked."""
+    ids: set[str] = set()
+    keys = [q if p == 0 else f"{q}{PRIORITY_SEP}{p}" for q in queues for p in range(10)]
+    for key in keys:
+        for raw in client.lrange(key, 0, -1):
+            ids.add(_task_id(json.loads(raw)))
+    for raw in client.hvals(UNACKED_KEY):
+        ids.add(_task_id(json.loads(raw)[0]))
+    ids.discard("")
+    return ids
+
+
+def _task_id(message: dict) -> str:
+    return str(message.get("headers", {}).get("id", ""))

@@ -1,0 +1,222 @@
+"""What a worker does to a chunk's rows: claim it, record progress, finish or fail it.
+
+A claim is a compare-and-set from `queued` to `running` that also hands out a claim
+token; every later write checks the token, so a worker that lost its chunk (requeued by
+the watchdog, cancelled by the client) finds out at its next heartbeat and stops.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import case, func, select, update
+from sqlalchemy.orm import Session
+
+from app.models import Chunk, Job, Segment, new_id, utcnow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A chunk this worker owns until it finishes, fails or loses the claim."""
+
+    chunk_id: str
+    job_id: str
+    chunk_idx: int
+    token: str
+    pair: str
+    first: int
+    end: int
+    attempt: int
+    priority: int
+
+
+def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
+    """Take a queued chunk for this worker, or return None if it is not claimable."""
+    token, now = new_id(), utcnow()
+    result = session.execute(
+        update(Chunk)
+        .where(Chunk.id == chunk_id, Chunk.status == "queued")
+        .values(
+            status="running", attempts=Chunk.attempts + 1, claim_token=token,
+            worker=worker, heartbeat_at=now, error=None,
+        )
+    )
+    if result.rowcount != 1:
+        session.rollback()
+        return None
+    chunk = session.execute(
+        select(Chunk.job_id, Chunk.idx, Chunk.first_segment, Chunk.end_segment,
+               Chunk.attempts, Job.source_lang, Job.target_lang, Job.priority)
+        .join(Job, Job.id == Chunk.job_id)
+        .where(Chunk.id == chunk_id)
+    ).one()
+    session.execute(
+        update(Job)
+        .where(Job.id == chunk.job_id, Job.status == "queued")
+        .values(status="running", started_at=func.coalesce(Job.started_at, now))
+    )
+    session.execute(
+        update(Job)
+        .where(Job.id == chunk.job_id)
+        .values(attempts=case((Job.attempts < chunk.attempts, chunk.attempts),
+                              else_=Job.attempts))
+    )
+    session.commit()
+    return Claim(
+        chunk_id=chunk_id, job_id=chunk.job_id, chunk_idx=chunk.idx, token=token,
+        pair=f"{chunk.source_lang}-{chunk.target_lang}", first=chunk.first_segment,
+        end=chunk.end_segment, attempt=chunk.attempts, priority=chunk.priority,
+    )
+
+
+def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
+    """Return (index, source) of the chunk's segments not translated yet (resume point)."""
+    rows = session.execute(
+        select(Segment.idx, Segment.source)
+        .where(
+            Segment.job_id == claim.job_id,
+            Segment.idx >= claim.first,
+            Segment.idx < claim.end,
+            Segment.target.is_(None),
+        )
+        .order_by(Segment.idx)
+    )
+    return [(idx, source) for idx, source in rows]
+
+
+def record_batch(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> bool:
+    """Write translated segments, heartbeat and progress; return False if the claim is lost.
+
+    The segments are kept even when the claim is lost: they are correct translations.
+    """
+    if translations:
+        session.execute(
+            update(Segment),
+            [{"job_id": claim.job_id, "idx": i, "target": t} for i, t in translations],
+        )
+    done = session.scalar(
+        select(func.count())
+        .select_from(Segment)
+        .where(
+            Segment.job_id == claim.job_id,
+            Segment.idx >= claim.first,
+            Segment.idx < claim.end,
+            Segment.target.is_not(None),
+        )
+    )
+    owned = session.execute(
+        update(Chunk)
+        .where(Chunk.id == claim.chunk_id, Chunk.claim_token == claim.token,
+               Chunk.status == "running")
+        .values(done=done, heartbeat_at=utcnow())
+    ).rowcount == 1
+    _refresh_job_progress(session, claim.job_id)
+    session.commit()
+    return owned
+
+
+def _refresh_job_progress(session: Session, job_id: str) -> None:
+    total_done = (
+        select(func.coalesce(func.sum(Chunk.done), 0))
+        .where(Chunk.job_id == job_id)
+        .scalar_subquery()
+    )
+    session.execute(update(Job).where(Job.id == job_id).values(segments_done=total_done))
+
+
+def finish_chunk(session: Session, claim: Claim) -> str | None:
+    """Mark the chunk succeeded; return "succeeded" if that finished its job, else None."""
+    now = utcnow()
+    result = session.execute(
+        update(Chunk)
+        .where(Chunk.id == claim.chunk_id, Chunk.claim_token == claim.token,
+               Chunk.status == "running")
+        .values(status="succeeded", finished_at=now, done=claim.end - claim.first)
+    )
+    if result.rowcount != 1:
+        session.rollback()
+        return None
+    _refresh_job_progress(session, claim.job_id)
+    session.commit()
+    unfinished = session.scalar(
+        select(func.count())
+        .select_from(Chunk)
+        .where(Chunk.job_id == claim.job_id, Chunk.status != "succeeded")
+    )
+    if unfinished:
+        return None
+    finished = session.execute(
+        update(Job)
+        .where(Job.id == claim.job_id, Job.status.in_(("queued", "running")))
+        .values(status="succeeded", finished_at=now, segments_done=Job.segments_total)
+    ).rowcount == 1
+    session.commit()
+    return "succeeded" if finished else None
+
+
+def fail_chunk(
+    session: Session, claim: Claim, error: str, *, retry: bool, max_attempts: int
+) -> str:
+    """Requeue the chunk alone if it has attempts left and may retry, else fail its job.
+
+    Returns "requeued", "failed" (this call failed the job) or "lost" (claim gone).
+    """
+    if retry and claim.attempt < max_attempts:
+        won = session.execute(
+            update(Chunk)
+            .where(Chunk.id == claim.chunk_id, Chunk.claim_token == claim.token,
+                   Chunk.status == "running")
+            .values(status="queued", claim_token=None, sent_at=None, error=error)
+        ).rowcount == 1
+        if won:
+            requeue_job_if_idle(session, claim.job_id)
+        session.commit()
+        return "requeued" if won else "lost"
+    won = session.execute(
+        update(Chunk)
+        .where(Chunk.id == claim.chunk_id, Chunk.claim_token == claim.token,
+               Chunk.status == "running")
+        .values(status="failed", finished_at=utcnow(), error=error)
+    ).rowcount == 1
+    if not won:
+        session.rollback()
+        return "lost"
+    reason = f"chunk {claim.chunk_idx} failed after {claim.attempt} attempt(s): {error}"
+    return "failed" if fail_job(session, claim.job_id, reason) else "lost"
+
+
+def fail_job(session: Session, job_id: str, reason: str) -> bool:
+    """Mark a job failed with a reason and stop its other chunks; True if this call did."""
+    now = utcnow()
+    won = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_(("queued", "running")))
+        .values(status="failed", error=reason, finished_at=now)
+    ).rowcount == 1
+    if won:
+        session.execute(
+            update(Chunk)
+            .where(Chunk.job_id == job_id, Chunk.status.in_(("queued", "running")))
+            .values(status="cancelled", finished_at=now)
+        )
+        log.warning("job failed logid=%s reason=%s", job_id, reason)
+    session.commit()
+    return won
+
+
+def requeue_job_if_idle(session: Session, job_id: str) -> None:
+    """Put a running job back to `queued` when none of its chunks is running any more."""
+    running = (
+        select(func.count())
+        .select_from(Chunk)
+        .where(Chunk.job_id == job_id, Chunk.status == "running")
+        .scalar_subquery()
+    )
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == "running", running == 0)
+        .values(status="queued")
+    )

@@ -1,0 +1,134 @@
+"""The watchdog: a reconciler that requeues or fails stalled chunks and resends lost ones.
+
+It compares the DB (the source of truth) with what is alive: a running chunk whose
+heartbeat is older than the timeout lost its worker; a queued chunk that was never sent
+(a crash between commit and send) or whose message the broker no longer holds (a Redis
+restart) needs its task again. Every change is a compare-and-set on the values it read,
+so two watchdogs running at once change each chunk once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from app.chunks import fail_job, requeue_job_if_idle
+from app.jobs import ChunkMessage
+from app.models import Chunk, Job, new_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Report:
+    """What one watchdog pass found and did."""
+
+    stale: int = 0
+    requeued: int = 0
+    failed: int = 0
+    unsent: int = 0
+    to_send: list[tuple[ChunkMessage, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"watchdog found stale={self.stale} unsent={self.unsent} "
+            f"fixed requeued={self.requeued} failed={self.failed} resent={len(self.to_send)}"
+        )
+
+
+def reconcile(
+    session: Session,
+    *,
+    now: datetime,
+    heartbeat_timeout_s: float,
+    max_attempts: int,
+    grace_s: float,
+    live_task_ids: set[str] | None,
+) -> Report:
+    """Run one pass; the returned report lists (message, task id) pairs to send now.
+
+    `live_task_ids` is what the broker holds; None means it could not be read, and then
+    only chunks never sent at all are resent.
+    """
+    report = Report()
+    _requeue_stale(session, report, now - timedelta(seconds=heartbeat_timeout_s), max_attempts)
+    _resend_lost(session, report, now, now - timedelta(seconds=grace_s), live_task_ids)
+    return report
+
+
+def _requeue_stale(session: Session, report: Report, cutoff: datetime, max_attempts: int) -> None:
+    stale = session.execute(
+        select(Chunk.id, Chunk.job_id, Chunk.idx, Chunk.attempts, Chunk.heartbeat_at,
+               Chunk.worker)
+        .where(Chunk.status == "running", Chunk.heartbeat_at < cutoff)
+    ).all()
+    report.stale = len(stale)
+    for chunk in stale:
+        cas = (Chunk.id == chunk.id, Chunk.status == "running",
+               Chunk.heartbeat_at == chunk.heartbeat_at)
+        if chunk.attempts >= max_attempts:
+            reason = (
+                f"chunk {chunk.idx} lost its worker ({chunk.worker}) "
+                f"{chunk.attempts} time(s); giving up after {max_attempts} attempts"
+            )
+            if session.execute(
+                update(Chunk).where(*cas).values(status="failed", error=reason)
+            ).rowcount == 1:
+                session.commit()
+                fail_job(session, chunk.job_id, reason)
+                report.failed += 1
+            continue
+        if session.execute(
+            update(Chunk).where(*cas).values(
+                status="queued", claim_token=None, sent_at=None,
+                error=f"no heartbeat from {chunk.worker}",
+            )
+        ).rowcount == 1:
+            requeue_job_if_idle(session, chunk.job_id)
+            session.commit()
+            report.requeued += 1
+            log.warning(
+                "requeued stalled chunk logid=%s chunk=%d worker=%s attempts=%d",
+                chunk.job_id, chunk.idx, chunk.worker, chunk.attempts,
+            )
+    session.commit()
+
+
+def _resend_lost(
+    session: Session,
+    report: Report,
+    now: datetime,
+    cutoff: datetime,
+    live: set[str] | None,
+) -> None:
+    lost = or_(Chunk.sent_at.is_(None), Chunk.sent_at < cutoff)
+    candidates = session.execute(
+        select(Chunk.id, Chunk.job_id, Chunk.pool, Chunk.sent_at, Chunk.task_id,
+               Job.priority)
+        .join(Job, Job.id == Chunk.job_id)
+        .where(Chunk.status == "queued", Chunk.created_at < cutoff, lost)
+        .order_by(Chunk.created_at)
+    ).all()
+    for chunk in candidates:
+        if chunk.sent_at is not None and (live is None or chunk.task_id in live):
+            continue
+        report.unsent += 1
+        task_id = new_id()
+        sent_cas = (
+            Chunk.sent_at.is_(None) if chunk.sent_at is None
+            else Chunk.sent_at == chunk.sent_at
+        )
+        if session.execute(
+            update(Chunk)
+            .where(Chunk.id == chunk.id, Chunk.status == "queued", sent_cas)
+            .values(sent_at=now, task_id=task_id)
+        ).rowcount == 1:
+            report.to_send.append(
+                (ChunkMessage(chunk.id, chunk.job_id, chunk.pool, chunk.priority), task_id)
+            )
+            log.info("resending chunk logid=%s chunk_id=%s", chunk.job_id, chunk.id)
+    session.commit()

@@ -1,0 +1,41 @@
+"""Factories for test data: job requests and polling helpers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def job_body(segments: list[str] | None = None, **fields) -> dict:
+    """Return a valid en-de job body with the given segments and extra fields."""
+    body = {"source_lang": "en", "target_lang": "de",
+            "segments": segments if segments is not None else ["Hello world.", "Good day."]}
+    body.update(fields)
+    return body
+
+
+def sentences(n: int, seed: int = 0) -> list[str]:
+    """Return n distinct short English-looking sentences of varied length."""
+    words = ["the", "house", "is", "small", "a", "dog", "runs", "we", "see", "green",
+             "trees", "today", "she", "reads", "books", "and", "he", "writes"]
+    out = []
+    for i in range(n):
+        k = 3 + (i * 7 + seed) % 9
+        out.append(" ".join(words[(i * 3 + j + seed) % len(words)] for j in range(k)) + ".")
+    return out
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.1,
+             what: str = "condition") -> T:
+    """Poll predicate until it returns a truthy value; fail after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

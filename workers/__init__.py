@@ -1,0 +1,1 @@
+"""Celery workers: the app, the tasks and the translation engine."""

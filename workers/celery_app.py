@@ -1,0 +1,22 @@
+"""The workers' Celery app: `celery -A workers.celery_app worker -Q cpu,control`."""
+
+from __future__ import annotations
+
+from celery import Celery, signals
+
+from app import logs
+
+celery = Celery("stapel", include=["workers.tasks"])
+celery.config_from_object("celeryconfig")
+
+
+@signals.setup_logging.connect
+def _setup_logging(loglevel=None, **_kwargs) -> None:
+    logs.configure(loglevel if isinstance(loglevel, str) else None)
+
+
+@signals.worker_ready.connect
+def _preload(**_kwargs) -> None:
+    from workers.runner import preload
+
+    preload()

@@ -1,0 +1,170 @@
+"""The translation engine: loaded CTranslate2 models and token-budget batching.
+
+Segments are tokenized with the pair's SentencePiece model, sorted by length, cut into
+batches whose padded size stays within a token budget, translated, decoded and handed
+back with their original indexes, batch by batch, so callers can write as they go.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import ctranslate2
+import sentencepiece as spm
+
+from app.exceptions import PermanentTranslationError
+from app.registry import ModelDir, scan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedModel:
+    """A translator with its two SentencePiece processors."""
+
+    pair: str
+    translator: ctranslate2.Translator
+    source: spm.SentencePieceProcessor
+    target: spm.SentencePieceProcessor
+
+
+def pick_device(device: str) -> str:
+    """Resolve "auto" to cuda when a GPU is visible, else cpu."""
+    if device != "auto":
+        return device
+    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+
+
+def pick_compute_type(device: str, compute_type: str) -> str:
+    """Resolve "auto" to int8 weights with float16 math on GPU and int8 on CPU."""
+    if compute_type != "auto":
+        return compute_type
+    return "int8_float16" if device == "cuda" else "int8"
+
+
+def token_batches(lengths: list[int], budget: int) -> list[list[int]]:
+    """Sort positions by length and cut them so len(batch) * longest <= budget.
+
+    A single item longer than the budget gets a batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for pos in order:
+        longest = max(lengths[pos], 1)
+        if current and (len(current) + 1) * longest > budget:
+            batches.append(current)
+            current = []
+        current.append(pos)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class Engine:
+    """Translates segments with models from a model root, keeping an LRU of loaded ones."""
+
+    def __init__(
+        self,
+        model_root: Path,
+        *,
+        device: str = "auto",
+        compute_type: str = "auto",
+        threads: int = 0,
+        max_loaded: int = 2,
+        batch_tokens: int = 4096,
+        max_decoding_length: int = 256,
+        beam_size: int = 1,
+    ) -> None:
+        self.model_root = Path(model_root)
+        self.device = pick_device(device)
+        self.compute_type = pick_compute_type(self.device, compute_type)
+        self.threads = threads or (os.cpu_count() or 1)
+        self.max_loaded = max(1, max_loaded)
+        self.batch_tokens = batch_tokens
+        self.max_decoding_length = max_decoding_length
+        self.beam_size = beam_size
+        self._loaded: OrderedDict[str, LoadedModel] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def pairs(self) -> dict[str, ModelDir]:
+        """Return the pairs the model root offers now."""
+        return scan(self.model_root)
+
+    def loaded_pairs(self) -> list[str]:
+        """Return the pairs currently loaded, least recently used first."""
+        return list(self._loaded)
+
+    def model(self, pair: str) -> LoadedModel:
+        """Return the loaded model for pair, loading it (and evicting the oldest) if needed."""
+        with self._lock:
+            if pair in self._loaded:
+                self._loaded.move_to_end(pair)
+                return self._loaded[pair]
+            found = self.pairs().get(pair)
+            if found is None:
+                raise PermanentTranslationError(f"no model for language pair {pair!r}")
+            model = self._load(found)
+            self._loaded[pair] = model
+            while len(self._loaded) > self.max_loaded:
+                evicted, _ = self._loaded.popitem(last=False)
+                log.info("model evicted pair=%s", evicted)
+            return model
+
+    def _load(self, found: ModelDir) -> LoadedModel:
+        compute_type = self.compute_type
+        if self.device == "cpu" and compute_type == "int8_float16":
+            compute_type = "int8"
+        translator = ctranslate2.Translator(
+            str(found.path), device=self.device, compute_type=compute_type,
+            intra_threads=self.threads if self.device == "cpu" else 0,
+        )
+        log.info(
+            "model loaded pair=%s device=%s compute_type=%s threads=%d",
+            found.pair, self.device, compute_type, self.threads,
+        )
+        return LoadedModel(
+            pair=found.pair,
+            translator=translator,
+            source=spm.SentencePieceProcessor(model_file=str(found.path / "source.spm")),
+            target=spm.SentencePieceProcessor(model_file=str(found.path / "target.spm")),
+        )
+
+    def translate_batches(
+        self, pair: str, items: Iterable[tuple[int, str]]
+    ) -> Iterator[list[tuple[int, str]]]:
+        """Yield lists of (index, translation), one per batch, until every item is done.
+
+        Empty and whitespace-only segments come back unchanged, without translation.
+        """
+        model = self.model(pair)
+        blank, work = [], []
+        for index, text in items:
+            (work if text.strip() else blank).append((index, text))
+        if blank:
+            yield blank
+        if not work:
+            return
+        tokens = model.source.encode([text for _, text in work], out_type=str)
+        for batch in token_batches([len(t) for t in tokens], self.batch_tokens):
+            results = model.translator.translate_batch(
+                [tokens[p] for p in batch],
+                beam_size=self.beam_size,
+                max_decoding_length=self.max_decoding_length,
+            )
+            outputs = model.target.decode([r.hypotheses[0] for r in results])
+            yield [(work[p][0], out) for p, out in zip(batch, outputs)]
+
+    def translate(self, pair: str, texts: list[str]) -> list[str]:
+        """Translate texts and return them in the same order."""
+        out: list[str] = [""] * len(texts)
+        for batch in self.translate_batches(pair, enumerate(texts)):
+            for index, text in batch:
+                out[index] = text
+        return out

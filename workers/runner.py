@@ -1,0 +1,169 @@
+"""What a worker process does for a task, with its process-wide state built once."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import redis
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.broker import live_task_ids, send_chunk
+from app.chunks import Claim, claim_chunk, fail_chunk, finish_chunk, pending_segments, record_batch
+from app.config import Settings
+from app.db import make_engine, make_session_factory
+from app.exceptions import PermanentTranslationError
+from app.jobs import chunk_messages, mark_sent
+from app.models import new_id, utcnow
+from app.watchdog import reconcile
+from workers.celery_app import celery
+from workers.engine import Engine
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DB_RETRY_DELAYS = (0.5, 1, 2, 4, 8)
+"""Backoff between tries of a DB call that failed on a lost connection."""
+
+
+@dataclass
+class WorkerState:
+    """What a worker process keeps for its whole life."""
+
+    settings: Settings
+    sessions: sessionmaker[Session]
+    engine: Engine
+    redis: redis.Redis
+
+
+@functools.cache
+def state() -> WorkerState:
+    """Build the process's settings, DB sessions, engine and Redis client once."""
+    settings = Settings.from_env()
+    return WorkerState(
+        settings=settings,
+        sessions=make_session_factory(make_engine(settings.database_url)),
+        engine=Engine(
+            settings.model_root,
+            device=settings.device,
+            compute_type=settings.compute_type,
+            threads=settings.threads,
+            max_loaded=settings.max_loaded_models,
+            batch_tokens=settings.batch_tokens,
+            max_decoding_length=settings.max_decoding_length,
+            beam_size=settings.beam_size,
+        ),
+        redis=redis.Redis.from_url(settings.redis_url, socket_timeout=10),
+    )
+
+
+def preload() -> None:
+    """Load the pairs named in STAPEL_PRELOAD before taking work."""
+    current = state()
+    for pair in current.settings.preload:
+        try:
+            current.engine.model(pair)
+        except PermanentTranslationError as exc:
+            log.error("preload failed pair=%s error=%s", pair, exc)
+
+
+def with_db_retry(session: Session, call: Callable[[], T]) -> T:
+    """Run a DB call, retrying with backoff while the database is unreachable."""
+    for delay in DB_RETRY_DELAYS:
+        try:
+            return call()
+        except OperationalError as exc:
+            session.rollback()
+            log.warning("database unavailable, retrying in %ss error=%s", delay, exc.orig)
+            time.sleep(delay)
+    return call()
+
+
+def run_chunk(chunk_id: str, worker: str) -> str:
+    """Claim, translate and finish one chunk; return what happened, for the task result."""
+    current = state()
+    with current.sessions() as session:
+        claim = with_db_retry(session, lambda: claim_chunk(session, chunk_id, worker))
+        if claim is None:
+            log.info("chunk not claimable, skipping chunk_id=%s worker=%s", chunk_id, worker)
+            return "skipped"
+        log.info(
+            "chunk claimed logid=%s chunk=%d attempt=%d worker=%s",
+            claim.job_id, claim.chunk_idx, claim.attempt, worker,
+        )
+        try:
+            return _translate(current, session, claim)
+        except PermanentTranslationError as exc:
+            return _fail(current, session, claim, str(exc), retry=False)
+        except (RuntimeError, ValueError) as exc:
+            log.exception("chunk translation error logid=%s chunk=%d", claim.job_id, claim.chunk_idx)
+            return _fail(current, session, claim, f"{type(exc).__name__}: {exc}", retry=True)
+
+
+def _translate(current: WorkerState, session: Session, claim: Claim) -> str:
+    pending = with_db_retry(session, lambda: pending_segments(session, claim))
+    started = time.monotonic()
+    for batch in current.engine.translate_batches(claim.pair, pending):
+        if not with_db_retry(session, lambda: record_batch(session, claim, batch)):
+            log.info("chunk stopped: cancelled or requeued logid=%s chunk=%d",
+                     claim.job_id, claim.chunk_idx)
+            return "stopped"
+    outcome = with_db_retry(session, lambda: finish_chunk(session, claim))
+    log.info(
+        "chunk done logid=%s chunk=%d segments=%d seconds=%.2f job=%s",
+        claim.job_id, claim.chunk_idx, len(pending), time.monotonic() - started,
+        outcome or "running",
+    )
+    return outcome or "chunk_succeeded"
+
+
+def _fail(current: WorkerState, session: Session, claim: Claim, error: str, *, retry: bool) -> str:
+    outcome = with_db_retry(
+        session,
+        lambda: fail_chunk(session, claim, error, retry=retry,
+                           max_attempts=current.settings.max_attempts),
+    )
+    log.warning("chunk %s logid=%s chunk=%d error=%s", outcome, claim.job_id,
+                claim.chunk_idx, error)
+    if outcome == "requeued":
+        _send_queued(current, session, claim.job_id)
+    return outcome
+
+
+def _send_queued(current: WorkerState, session: Session, job_id: str) -> None:
+    sent = {}
+    for message in chunk_messages(session, job_id, only_unsent=True):
+        task_id = new_id()
+        if send_chunk(celery, message, task_id):
+            sent[message.chunk_id] = task_id
+    mark_sent(session, sent)
+
+
+def run_watchdog() -> str:
+    """Run one watchdog pass and send what it found lost; return its summary line."""
+    current = state()
+    try:
+        live: set[str] | None = live_task_ids(current.redis, ["cpu", "gpu"])
+    except redis.RedisError as exc:
+        log.warning("watchdog cannot read the broker error=%s", exc)
+        live = None
+    settings = current.settings
+    with current.sessions() as session:
+        report = reconcile(
+            session,
+            now=utcnow(),
+            heartbeat_timeout_s=settings.heartbeat_timeout_s,
+            max_attempts=settings.max_attempts,
+            grace_s=settings.requeue_grace_s,
+            live_task_ids=live,
+        )
+    for message, task_id in report.to_send:
+        send_chunk(celery, message, task_id)
+    summary = report.summary()
+    log.info(summary)
+    return summary

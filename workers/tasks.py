@@ -1,0 +1,18 @@
+"""Celery tasks, each with a stable name the web side sends by."""
+
+from __future__ import annotations
+
+from workers import runner
+from workers.celery_app import celery
+
+
+@celery.task(name="stapel.translate_chunk", bind=True)
+def translate_chunk(self, chunk_id: str) -> str:
+    """Translate one chunk of a job (claimed with a compare-and-set, so at most once)."""
+    return runner.run_chunk(chunk_id, self.request.hostname or "worker")
+
+
+@celery.task(name="stapel.watchdog")
+def watchdog() -> str:
+    """Requeue or fail stalled chunks and resend lost ones (beat runs this)."""
+    return runner.run_watchdog()
