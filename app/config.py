@@ -53,6 +53,7 @@ class Settings:
     requeue_grace_s: float = 30.0
     watchdog_interval_s: float = 15.0
     page_size_max: int = 100
+    pool: str = "cpu"
     device: str = "auto"
     compute_type: str = "auto"
     threads: int = 0
@@ -82,6 +83,7 @@ class Settings:
             max_attempts=_env_int(env, "STAPEL_MAX_ATTEMPTS", 3),
             requeue_grace_s=_env_float(env, "STAPEL_REQUEUE_GRACE_S", 30.0),
             watchdog_interval_s=_env_float(env, "STAPEL_WATCHDOG_S", 15.0),
+            pool=env.get("STAPEL_POOL") or "cpu",
             device=env.get("STAPEL_DEVICE") or "auto",
             compute_type=env.get("STAPEL_COMPUTE_TYPE") or "auto",
             threads=_env_int(env, "STAPEL_THREADS", 0),

@@ -15,8 +15,18 @@ def _setup_logging(loglevel=None, **_kwargs) -> None:
     logs.configure(loglevel if isinstance(loglevel, str) else None)
 
 
-@signals.worker_ready.connect
-def _preload(**_kwargs) -> None:
-    from workers.runner import preload
+_publisher = None
 
-    preload()
+
+@signals.worker_ready.connect
+def _start(sender=None, **_kwargs) -> None:
+    global _publisher
+    from workers.runner import start
+
+    _publisher = start(getattr(sender, "hostname", None) or "worker")
+
+
+@signals.worker_shutdown.connect
+def _stop(**_kwargs) -> None:
+    if _publisher is not None:
+        _publisher.stop()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+import threading
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import redis
@@ -23,6 +24,7 @@ from app.models import new_id, utcnow
 from app.watchdog import reconcile
 from workers.celery_app import celery
 from workers.engine import Engine
+from workers.presence import Publisher
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,6 +41,13 @@ class WorkerState:
     sessions: sessionmaker[Session]
     engine: Engine
     redis: redis.Redis
+    busy: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def snapshot(self) -> dict:
+        """Return this worker's presence record: pool, busy tasks, loaded models."""
+        return {"pool": self.settings.pool, "busy": self.busy,
+                "models": self.engine.loaded_pairs()}
 
 
 @functools.cache
@@ -62,14 +71,17 @@ def state() -> WorkerState:
     )
 
 
-def preload() -> None:
-    """Load the pairs named in STAPEL_PRELOAD before taking work."""
+def start(hostname: str) -> Publisher:
+    """Start this worker's presence publisher and load the pairs named in STAPEL_PRELOAD."""
     current = state()
+    publisher = Publisher(current.redis, hostname, current.snapshot)
+    publisher.start()
     for pair in current.settings.preload:
         try:
             current.engine.model(pair)
         except PermanentTranslationError as exc:
             log.error("preload failed pair=%s error=%s", pair, exc)
+    return publisher
 
 
 def with_db_retry(session: Session, call: Callable[[], T]) -> T:
@@ -87,6 +99,16 @@ def with_db_retry(session: Session, call: Callable[[], T]) -> T:
 def run_chunk(chunk_id: str, worker: str) -> str:
     """Claim, translate and finish one chunk; return what happened, for the task result."""
     current = state()
+    with current.lock:
+        current.busy += 1
+    try:
+        return _run_chunk(current, chunk_id, worker)
+    finally:
+        with current.lock:
+            current.busy -= 1
+
+
+def _run_chunk(current: WorkerState, chunk_id: str, worker: str) -> str:
     with current.sessions() as session:
         claim = with_db_retry(session, lambda: claim_chunk(session, chunk_id, worker))
         if claim is None:
