@@ -1,0 +1,1 @@
+"""The autoscaler: one control loop per worker pool, `python -m autoscaler`."""
