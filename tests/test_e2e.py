@@ -1,0 +1,119 @@
+"""End to end: HTTP API -> Redis -> a real Celery worker process -> CTranslate2 -> DB."""
+
+from __future__ import annotations
+
+import ctranslate2
+import pytest
+import requests
+import sentencepiece as spm
+from sqlalchemy import select
+
+from app.broker import send_chunks
+from app.jobs import ChunkMessage
+from app.models import Chunk
+
+from tests.factories import sentences, wait_for
+from tests.workers_proc import ServerThread, WorkerProcess
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def worker_env(settings_overrides):
+    return {
+        "DATABASE_URL": settings_overrides["database_url"],
+        "REDIS_URL": settings_overrides["redis_url"],
+        "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),
+        "STAPEL_MAX_DECODING_LENGTH": "24",
+        "STAPEL_BATCH_TOKENS": "512",
+    }
+
+
+@pytest.fixture
+def worker(app, worker_env, tmp_path):
+    proc = WorkerProcess(worker_env, tmp_path).start(app.extensions["stapel"].celery)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def server(app):
+    with ServerThread(app) as srv:
+        yield srv
+
+
+def raw_translate(model_dir, texts, max_len=24):
+    """Translate with CTranslate2 directly, one batch, as the reference."""
+    sp_src = spm.SentencePieceProcessor(model_file=str(model_dir / "source.spm"))
+    sp_tgt = spm.SentencePieceProcessor(model_file=str(model_dir / "target.spm"))
+    translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type="int8")
+    out = translator.translate_batch(sp_src.encode(texts, out_type=str),
+                                     max_decoding_length=max_len, beam_size=1)
+    return sp_tgt.decode([r.hypotheses[0] for r in out])
+
+
+def test_job_over_http_is_translated_by_a_real_worker(server, worker, auth, model_root):
+    texts = sentences(23) + ["", "   "]
+    body = {"source_lang": "en", "target_lang": "de",
+            "documents": [{"id": "a", "segments": texts[:10]}, {"segments": texts[10:]}],
+            "metadata": {"ticket": 7}}
+    created = requests.post(f"{server.url}/v1/jobs", json=body, headers=auth, timeout=10)
+    assert created.status_code == 202, created.text
+    job = created.json()
+    assert job["status"] == "queued" and job["pool"] == "cpu" and job["segments_total"] == 25
+
+    def finished():
+        state = requests.get(f"{server.url}{job['links']['self']}", headers=auth, timeout=10).json()
+        return state if state["status"] in ("succeeded", "failed") else None
+
+    done = wait_for(finished, timeout=90, what="the job to finish")
+    assert done["status"] == "succeeded", (done, worker.log())
+    assert done["segments_done"] == 25 and done["attempts"] == 1
+    assert done["started_at"] and done["finished_at"] and done["metadata"] == {"ticket": 7}
+
+    result = requests.get(f"{server.url}{job['links']['result']}", headers=auth, timeout=10)
+    assert result.headers["X-Stapel-Complete"] == "true"
+    payload = result.json()
+    assert payload["complete"] is True
+    assert [d["id"] for d in payload["documents"]] == ["a", None]
+    got = payload["documents"][0]["segments"] + payload["documents"][1]["segments"]
+    expected = raw_translate(model_root / "en-de", texts[:23])
+    assert got[:23] == expected, worker.log()  # same output as CTranslate2 alone, in order
+    assert got[23:] == ["", "   "]  # blank segments pass through untouched
+
+
+def test_upload_round_trip_and_txt_result(server, worker, auth, model_root):
+    content = "First line.\n\nThird line here.\n"
+    files = {"file": ("doc.txt", content.encode(), "text/plain")}
+    data = {"source_lang": "de", "target_lang": "en", "priority": "8"}
+    created = requests.post(f"{server.url}/v1/jobs", files=files, data=data, headers=auth,
+                            timeout=10)
+    assert created.status_code == 202, created.text
+    job = created.json()
+    assert job["priority"] == 8 and job["documents_total"] == 1 and job["segments_total"] == 3
+    wait_for(lambda: requests.get(f"{server.url}{job['links']['self']}", headers=auth,
+                                  timeout=10).json()["status"] == "succeeded",
+             timeout=90, what="upload job")
+    txt = requests.get(f"{server.url}{job['links']['result']}?format=txt", headers=auth,
+                       timeout=10)
+    lines = txt.text.split("\n")
+    expected = raw_translate(model_root / "de-en", ["First line.", "Third line here."])
+    assert lines == [expected[0], "", expected[1], ""]
+    assert txt.headers["Content-Type"].startswith("text/plain")
+
+
+def test_duplicate_delivery_translates_once(app, worker, auth, client):
+    """The same chunk task delivered twice at once is translated and written once."""
+    job = client.post("/v1/jobs", json={"source_lang": "en", "target_lang": "de",
+                                        "segments": sentences(5)}, headers=auth).get_json()
+    ext = app.extensions["stapel"]
+    with ext.sessions() as s:
+        (chunk,) = s.scalars(select(Chunk).where(Chunk.job_id == job["id"])).all()
+    message = ChunkMessage(chunk.id, job["id"], "cpu", 5)
+    send_chunks(ext.celery, [message, message])  # two more copies of the same task
+    wait_for(lambda: worker.log().count("chunk not claimable") == 2, timeout=60,
+             what="both duplicates to be skipped")
+    wait_for(lambda: client.get(job["links"]["self"], headers=auth).get_json()["status"]
+             == "succeeded", timeout=60, what="job")
+    assert client.get(job["links"]["self"], headers=auth).get_json()["attempts"] == 1
+    assert worker.log().count(f"chunk claimed logid={job['id']}") == 1
