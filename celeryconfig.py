@@ -5,7 +5,7 @@ Read from the environment once per process; see the README's configuration table
 
 import os
 
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from app.config import Settings
 
@@ -42,10 +42,9 @@ task_reject_on_worker_lost = True
 worker_prefetch_multiplier = 1
 worker_cancel_long_running_tasks_on_connection_loss = False
 
-task_queues = (
-    Queue("cpu"),
-    Queue("gpu"),
-    Queue("control"),
+task_queues = tuple(
+    Queue(name, Exchange(name, type="direct"), routing_key=name)
+    for name in ("cpu", "gpu", "control")
 )
 task_default_queue = "control"
 task_default_priority = 4

@@ -1,0 +1,99 @@
+"""The engine: token-budget batching, order, blanks, the model registry and its LRU."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from app.exceptions import PermanentTranslationError
+from app.registry import scan
+from workers.engine import Engine, pick_compute_type, token_batches
+
+
+@pytest.mark.parametrize(
+    ("lengths", "budget", "expected"),
+    [
+        ([], 10, []),
+        ([3], 10, [[0]]),
+        ([5, 1, 3], 100, [[1, 2, 0]]),
+        ([4, 4, 4], 8, [[0, 1], [2]]),
+        ([2, 9, 3, 1], 6, [[3, 0], [2], [1]]),
+        ([20, 1], 5, [[1], [0]]),  # longer than the budget: a batch of its own
+        ([0, 0, 0], 2, [[0, 1], [2]]),
+    ],
+)
+def test_token_batches(lengths, budget, expected):
+    batches = token_batches(lengths, budget)
+    assert batches == expected
+    for batch in batches:
+        if len(batch) > 1:
+            assert len(batch) * max(lengths[i] for i in batch) <= budget
+
+
+@pytest.mark.parametrize(("device", "asked", "resolved"), [
+    ("cpu", "auto", "int8"), ("cuda", "auto", "int8_float16"), ("cpu", "float32", "float32"),
+])
+def test_compute_type(device, asked, resolved):
+    assert pick_compute_type(device, asked) == resolved
+
+
+@pytest.fixture
+def engine(model_root):
+    return Engine(model_root, max_decoding_length=16, batch_tokens=64, max_loaded=1)
+
+
+def test_order_is_kept_and_batching_does_not_change_output(engine):
+    texts = [f"word {'x ' * (i % 7)}end" for i in range(30)]
+    together = engine.translate("en-de", texts)
+    alone = [engine.translate("en-de", [t])[0] for t in texts]
+    assert together == alone
+    assert len(set(together)) > 1  # the model really produces different outputs
+
+
+def test_blank_segments_pass_through(engine):
+    out = engine.translate("en-de", ["", "  ", "hello", "\t"])
+    assert out[0] == "" and out[1] == "  " and out[3] == "\t"
+    assert out[2] == engine.translate("en-de", ["hello"])[0]
+
+
+def test_batches_are_yielded_with_indexes(engine):
+    items = [(10 + i, f"segment {'y ' * i}") for i in range(12)]
+    seen = [index for batch in engine.translate_batches("en-de", items) for index, _ in batch]
+    assert sorted(seen) == list(range(10, 22))
+
+
+def test_lru_keeps_bounded_count(engine):
+    engine.translate("en-de", ["a"])
+    engine.translate("de-en", ["a"])
+    assert engine.loaded_pairs() == ["de-en"]
+
+
+def test_unknown_pair_is_permanent(engine):
+    with pytest.raises(PermanentTranslationError):
+        engine.translate("en-fr", ["x"])
+
+
+def test_registry_accepts_opus_mt_layout(model_root, tmp_path):
+    """A directory arranged like `ct2-transformers-converter` output of an OPUS-MT model."""
+    opus = tmp_path / "root" / "en-fi"
+    shutil.copytree(model_root / "en-de", opus)
+    for extra in ("tokenizer_config.json", "vocab.json", "generation_config.json"):
+        (opus / extra).write_text("{}")
+    assert sorted(p.name for p in opus.iterdir()) == sorted([
+        "config.json", "model.bin", "shared_vocabulary.json", "source.spm", "target.spm",
+        "tokenizer_config.json", "vocab.json", "generation_config.json"])
+    found = scan(tmp_path / "root")
+    assert list(found) == ["en-fi"] and found["en-fi"].source == "en"
+    engine = Engine(tmp_path / "root", max_decoding_length=8)
+    assert len(engine.translate("en-fi", ["hello there"])) == 1
+
+
+def test_registry_skips_incomplete_and_misnamed(tmp_path, model_root):
+    shutil.copytree(model_root / "en-de", tmp_path / "en-de")
+    (tmp_path / "de-en").mkdir()
+    (tmp_path / "de-en" / "model.bin").write_bytes(b"")
+    shutil.copytree(model_root / "en-de", tmp_path / "english-german")
+    (tmp_path / "notes.txt").write_text("x")
+    assert list(scan(tmp_path)) == ["en-de"]
+    assert scan(tmp_path / "missing") == {}
