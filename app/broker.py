@@ -9,6 +9,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
+from app.callbacks import CALLBACK_TASK
 from app.jobs import ChunkMessage
 from app.models import new_id
 
@@ -65,6 +66,17 @@ def send_chunks(celery: Celery, messages: list[ChunkMessage]) -> dict[str, str]:
             break
         sent[message.chunk_id] = task_id
     return sent
+
+
+def send_callback(celery: Celery, job_id: str) -> bool:
+    """Queue the delivery of a job's callback; False (logged) if the broker is down."""
+    try:
+        celery.send_task(CALLBACK_TASK, args=[job_id], queue="control")
+    except (OperationalError, redis.RedisError, OSError) as exc:
+        log.warning("callback send failed logid=%s error=%s; the watchdog will resend",
+                    job_id, type(exc).__name__)
+        return False
+    return True
 
 
 def live_task_ids(client: redis.Redis, queues: list[str]) -> set[str]:

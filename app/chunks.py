@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
+from app.callbacks import on_final
 from app.models import Chunk, Job, Segment, new_id, utcnow
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,8 @@ def finish_chunk(session: Session, claim: Claim) -> str | None:
     finished = session.execute(
         update(Job)
         .where(Job.id == claim.job_id, Job.status.in_(("queued", "running")))
-        .values(status="succeeded", finished_at=now, segments_done=Job.segments_total)
+        .values(status="succeeded", finished_at=now, segments_done=Job.segments_total,
+                **on_final(now))
     ).rowcount == 1
     session.commit()
     return "succeeded" if finished else None
@@ -194,7 +196,8 @@ def fail_job(session: Session, job_id: str, reason: str) -> bool:
     won = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status.in_(("queued", "running")))
-        .values(status="failed", error=reason, finished_at=now)
+        .values(status="failed", error=reason, finished_at=now,
+                **on_final(now))
     ).rowcount == 1
     if won:
         session.execute(

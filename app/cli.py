@@ -14,6 +14,7 @@ from app.models import ApiKey, Tenant
 def register(app: Flask) -> None:
     """Attach the command groups to the app."""
     app.cli.add_command(keys)
+    app.cli.add_command(tenants)
 
 
 def _session():
@@ -62,3 +63,17 @@ def keys_list() -> None:
             f"{key.prefix}…  tenant={tenant} created={key.created_at:%Y-%m-%d %H:%M} "
             f"last_used={key.last_used_at or '-'} revoked={key.revoked_at or '-'}"
         )
+
+
+tenants = AppGroup("tenants", help="Tenants and their callback secrets.")
+
+
+@tenants.command("secret")
+@click.argument("name")
+def tenants_secret(name: str) -> None:
+    """Print the secret that signs NAME's callbacks (HMAC-SHA256 of the body)."""
+    with _session() as session:
+        secret = session.scalar(select(Tenant.callback_secret).where(Tenant.name == name))
+    if secret is None:
+        raise click.ClickException(f"no tenant named {name!r}")
+    click.echo(secret)

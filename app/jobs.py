@@ -18,6 +18,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.callbacks import on_final
 from app.exceptions import Conflict, NotFound
 from app.models import Chunk, Document, Job, Segment, new_id, utcnow
 
@@ -226,7 +227,8 @@ def cancel_job(session: Session, tenant_id: str, job_id: str) -> Job:
     result = session.execute(
         update(Job)
         .where(Job.id == job.id, Job.status.in_(("queued", "running")))
-        .values(status="cancelled", finished_at=now)
+        .values(status="cancelled", finished_at=now,
+                **on_final(now))
     )
     if result.rowcount != 1:
         session.rollback()

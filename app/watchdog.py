@@ -32,11 +32,13 @@ class Report:
     failed: int = 0
     unsent: int = 0
     to_send: list[tuple[ChunkMessage, str]] = field(default_factory=list)
+    callbacks: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         return (
             f"watchdog found stale={self.stale} unsent={self.unsent} "
-            f"fixed requeued={self.requeued} failed={self.failed} resent={len(self.to_send)}"
+            f"callbacks_due={len(self.callbacks)} fixed requeued={self.requeued} "
+            f"failed={self.failed} resent={len(self.to_send)}"
         )
 
 
@@ -57,6 +59,7 @@ def reconcile(
     report = Report()
     _requeue_stale(session, report, now - timedelta(seconds=heartbeat_timeout_s), max_attempts)
     _resend_lost(session, report, now, now - timedelta(seconds=grace_s), live_task_ids)
+    _due_callbacks(session, report, now, lease_s=max(grace_s, 1.0))
     return report
 
 
@@ -131,4 +134,22 @@ def _resend_lost(
                 (ChunkMessage(chunk.id, chunk.job_id, chunk.pool, chunk.priority), task_id)
             )
             log.info("resending chunk logid=%s chunk_id=%s", chunk.job_id, chunk.id)
+    session.commit()
+
+
+def _due_callbacks(session: Session, report: Report, now: datetime, lease_s: float) -> None:
+    """Collect pending callbacks whose next try is due, leasing each so it is sent once."""
+    due = session.execute(
+        select(Job.id, Job.callback_next_at)
+        .where(Job.callback_status == "pending", Job.callback_next_at <= now)
+    ).all()
+    lease = now + timedelta(seconds=lease_s)
+    for job_id, next_at in due:
+        if session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.callback_status == "pending",
+                   Job.callback_next_at == next_at)
+            .values(callback_next_at=lease)
+        ).rowcount == 1:
+            report.callbacks.append(job_id)
     session.commit()

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+
 import ctranslate2
 import pytest
 import requests
 import sentencepiece as spm
 from sqlalchemy import select
 
+from app import callbacks
 from app.broker import send_chunks
 from app.jobs import ChunkMessage
 from app.models import Chunk
@@ -117,3 +122,38 @@ def test_duplicate_delivery_translates_once(app, worker, auth, client):
              == "succeeded", timeout=60, what="job")
     assert client.get(job["links"]["self"], headers=auth).get_json()["attempts"] == 1
     assert worker.log().count(f"chunk claimed logid={job['id']}") == 1
+
+
+class Hook(http.server.BaseHTTPRequestHandler):
+    """Records callback POSTs."""
+
+    received: list[tuple[bytes, dict]] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Hook.received.append((body, dict(self.headers)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *_args):
+        pass
+
+
+def test_callback_is_posted_once_and_signed(app, worker, auth, client, runner):
+    Hook.received = []
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{hook.server_port}/done"
+        job = client.post("/v1/jobs", headers=auth, json={
+            "source_lang": "en", "target_lang": "de", "segments": sentences(3),
+            "callback_url": url, "metadata": {"order": "A-1"}}).get_json()
+        wait_for(lambda: Hook.received, timeout=60, what="the callback")
+    finally:
+        hook.shutdown()
+    (body, headers), = Hook.received
+    secret = runner.invoke(args=["tenants", "secret", "acme"]).output.strip()
+    assert callbacks.verify(secret, body, headers[callbacks.SIGNATURE_HEADER])
+    sent = json.loads(body)
+    assert sent["id"] == job["id"] and sent["status"] == "succeeded"
+    assert sent["segments_done"] == 3 and sent["metadata"] == {"order": "A-1"}

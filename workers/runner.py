@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import redis
+import requests
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.broker import live_task_ids, send_chunk
+from app import callbacks
+from app.broker import live_task_ids, send_callback, send_chunk
 from app.chunks import Claim, claim_chunk, fail_chunk, finish_chunk, pending_segments, record_batch
 from app.config import Settings
 from app.db import make_engine, make_session_factory
@@ -136,6 +138,8 @@ def _translate(current: WorkerState, session: Session, claim: Claim) -> str:
                      claim.job_id, claim.chunk_idx)
             return "stopped"
     outcome = with_db_retry(session, lambda: finish_chunk(session, claim))
+    if outcome:
+        _notify(session, claim.job_id)
     log.info(
         "chunk done logid=%s chunk=%d segments=%d seconds=%.2f job=%s",
         claim.job_id, claim.chunk_idx, len(pending), time.monotonic() - started,
@@ -154,7 +158,15 @@ def _fail(current: WorkerState, session: Session, claim: Claim, error: str, *, r
                 claim.chunk_idx, error)
     if outcome == "requeued":
         _send_queued(current, session, claim.job_id)
+    elif outcome == "failed":
+        _notify(session, claim.job_id)
     return outcome
+
+
+def _notify(session: Session, job_id: str) -> None:
+    """Send the callback task of a job that just ended, if it has a callback."""
+    if callbacks.is_pending(session, job_id):
+        send_callback(celery, job_id)
 
 
 def _send_queued(current: WorkerState, session: Session, job_id: str) -> None:
@@ -186,6 +198,27 @@ def run_watchdog() -> str:
         )
     for message, task_id in report.to_send:
         send_chunk(celery, message, task_id)
+    for job_id in report.callbacks:
+        send_callback(celery, job_id)
     summary = report.summary()
     log.info(summary)
     return summary
+
+
+def http_post(url: str, body: bytes, headers: dict) -> int:
+    """POST a callback: bounded time, no redirects, the response body not read."""
+    try:
+        response = requests.post(url, data=body, headers=headers, timeout=(3.05, 10),
+                                 allow_redirects=False, stream=True)
+    except requests.RequestException as exc:
+        raise OSError(str(exc)) from exc
+    response.close()
+    return response.status_code
+
+
+def run_callback(job_id: str) -> str:
+    """Try to deliver a job's callback once; the watchdog schedules retries."""
+    with state().sessions() as session:
+        outcome, _delay = with_db_retry(session, lambda: callbacks.deliver(session, job_id,
+                                                                            http_post))
+    return outcome

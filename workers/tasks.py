@@ -16,3 +16,9 @@ def translate_chunk(self, chunk_id: str) -> str:
 def watchdog() -> str:
     """Requeue or fail stalled chunks and resend lost ones (beat runs this)."""
     return runner.run_watchdog()
+
+
+@celery.task(name="stapel.deliver_callback")
+def deliver_callback(job_id: str) -> str:
+    """POST a finished job's signed callback (retries come from the watchdog)."""
+    return runner.run_callback(job_id)

@@ -12,7 +12,7 @@ from flask import Response, g, jsonify, request, stream_with_context, url_for
 from app import jobs
 from app.api import v1
 from app.api.parsing import Limits, idempotency_key, parse_json, parse_upload
-from app.broker import send_chunks
+from app.broker import send_callback, send_chunks
 from app.exceptions import ValidationError
 from app.models import JOB_STATES, Job
 from app.registry import scan
@@ -99,7 +99,11 @@ def get_job(job_id: str):
 @v1.post("/jobs/<job_id>/cancel")
 def cancel_job(job_id: str):
     """Cancel a queued or running job; 409 if it already ended."""
-    return jsonify(job_json(jobs.cancel_job(db_session(), g.tenant_id, job_id)))
+    session = db_session()
+    job = jobs.cancel_job(session, g.tenant_id, job_id)
+    if job.callback_status == "pending":
+        send_callback(stapel().celery, job.id)
+    return jsonify(job_json(job))
 
 
 def _encode_cursor(job: Job) -> str:
