@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 
 from app.config import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
+from app.config import _env_float as env_float  # one parser for every process's settings
+from app.config import _env_int as env_int
 
 POOLS = ("cpu", "gpu")
 """The worker pools, each with its own control loop and Celery queue."""
@@ -82,38 +84,28 @@ class AutoscalerSettings:
             redis_url=env.get("REDIS_URL") or DEFAULT_REDIS_URL,
             pools=tuple(_pool_from_env(env, name) for name in POOLS),
             namespace=env.get("STAPEL_K8S_NAMESPACE") or _incluster_namespace() or "default",
-            api_timeout_s=_number(env, "STAPEL_K8S_TIMEOUT_S", 10.0, float),
-            worker_concurrency=_number(env, "STAPEL_WORKER_CONCURRENCY", 2, int),
+            api_timeout_s=env_float(env, "STAPEL_K8S_TIMEOUT_S", 10.0),
+            worker_concurrency=env_int(env, "STAPEL_WORKER_CONCURRENCY", 2),
         )
 
 
 def _pool_from_env(env: dict, name: str) -> PoolSettings:
     prefix, default = f"STAPEL_{name.upper()}_", DEFAULT_LIMITS[name]
     limits = PoolLimits(
-        min=_number(env, prefix + "MIN", default.min, int),
-        max=_number(env, prefix + "MAX", default.max, int),
-        standby=_number(env, prefix + "STANDBY", default.standby, int),
-        scale_down_delay_s=_number(env, prefix + "SCALE_DOWN_DELAY_S",
-                                   default.scale_down_delay_s, float),
-        chunks_per_worker=_number(env, prefix + "CHUNKS_PER_WORKER", 1, int),
-        queued_per_worker=_number(env, prefix + "QUEUED_PER_WORKER", 1, int),
+        min=env_int(env, prefix + "MIN", default.min),
+        max=env_int(env, prefix + "MAX", default.max),
+        standby=env_int(env, prefix + "STANDBY", default.standby),
+        scale_down_delay_s=env_float(env, prefix + "SCALE_DOWN_DELAY_S",
+                                     default.scale_down_delay_s),
+        chunks_per_worker=env_int(env, prefix + "CHUNKS_PER_WORKER", 1),
+        queued_per_worker=env_int(env, prefix + "QUEUED_PER_WORKER", 1),
     )
     return PoolSettings(
         name=name,
         limits=limits,
-        poll_s=_number(env, prefix + "POLL_S", 15.0, float),
+        poll_s=env_float(env, prefix + "POLL_S", 15.0),
         deployment=env.get(prefix + "DEPLOYMENT") or f"stapel-worker-{name}",
     )
-
-
-def _number(env: dict, name: str, default, kind):
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
 
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

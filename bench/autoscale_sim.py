@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autoscaler.config import PoolLimits  # noqa: E402
-from autoscaler.policy import Load, PolicyState, decide  # noqa: E402
+from autoscaler.config import PoolLimits
+from autoscaler.policy import Load, PolicyState, decide
 
 LIMITS = PoolLimits(min=1, max=8, standby=1, scale_down_delay_s=300)
 POLL_S, STARTUP_S = 15, 30

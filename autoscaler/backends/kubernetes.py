@@ -86,9 +86,10 @@ class KubernetesBackend:
             if (pod.metadata.annotations or {}).get(DELETION_COST) == cost:
                 continue
             body = {"metadata": {"annotations": {DELETION_COST: cost}}}
-            self._call(f"patch pod {name}", lambda: self.core.patch_namespaced_pod(
-                name, self.namespace, body, _content_type=MERGE_PATCH,
-                _request_timeout=self.timeout_s))
+            self._call(f"patch pod {name}", lambda name=name, body=body:
+                       self.core.patch_namespaced_pod(name, self.namespace, body,
+                                                      _content_type=MERGE_PATCH,
+                                                      _request_timeout=self.timeout_s))
             patched += 1
         return patched
 

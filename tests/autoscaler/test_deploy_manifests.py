@@ -83,7 +83,8 @@ def test_deployment_selectors_match_their_pods_and_services_match_a_deployment()
         labels[deployment["metadata"]["name"]] = (template, pod_spec(deployment))
     for service in of_kind("Service"):
         selector = service["spec"]["selector"]
-        matches = [spec for template, spec in labels.values() if selector.items() <= template.items()]
+        matches = [spec for template, spec in labels.values()
+                   if selector.items() <= template.items()]
         assert len(matches) == 1, service["metadata"]["name"]
         port_names = {p["name"] for c in matches[0]["containers"] for p in c.get("ports", [])}
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
