@@ -1,0 +1,260 @@
+"""One Stapel deployment per scenario: the app, workers, beat, and the checks after a fault.
+
+A `Stack` runs the Flask app (test client) and real `celery worker` / `celery beat`
+processes on a given DB and Redis, with short watchdog settings passed through the
+environment. `Stack.verify` compares every job's stored result with a clean run of the
+engine and counts what was lost or written twice; the figures go to the fault report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import create_app
+from app.auth import create_key
+from app.models import Chunk, Job, Segment
+from tests.factories import sentences, wait_for
+from tests.faults.procs import BeatProcess, GroupWorker
+from workers.engine import Engine
+
+SHORT_ENV = {
+    "STAPEL_WATCHDOG_S": "1",
+    "STAPEL_HEARTBEAT_TIMEOUT_S": "3",
+    "STAPEL_REQUEUE_GRACE_S": "1",
+    "STAPEL_MAX_ATTEMPTS": "3",
+    "STAPEL_MAX_DECODING_LENGTH": "24",
+    "STAPEL_BATCH_TOKENS": "64",
+    "STAPEL_THREADS": "1",
+    "STAPEL_DEVICE": "cpu",
+    "STAPEL_COMPUTE_TYPE": "int8",
+    "STAPEL_LOG_LEVEL": "INFO",
+}
+"""Settings every scenario's processes share: a watchdog every second, a 3 s heartbeat
+timeout, a 1 s resend grace, and small batches so a job has many heartbeats."""
+
+DONE = ("succeeded", "failed", "cancelled")
+DEADLINE_S = 120
+"""Generous deadline for any wait: the machine is small and shared."""
+
+
+class Reference:
+    """A clean run: the engine with the workers' settings, translating in one process."""
+
+    def __init__(self, model_root: Path) -> None:
+        self.engine = Engine(
+            model_root, device="cpu", compute_type="int8", threads=1,
+            batch_tokens=int(SHORT_ENV["STAPEL_BATCH_TOKENS"]),
+            max_decoding_length=int(SHORT_ENV["STAPEL_MAX_DECODING_LENGTH"]),
+        )
+        self._cache: dict[tuple[str, ...], list[str]] = {}
+
+    def translate(self, texts: list[str]) -> list[str]:
+        key = tuple(texts)
+        if key not in self._cache:
+            self._cache[key] = self.engine.translate("en-de", texts)
+        return self._cache[key]
+
+
+@dataclass
+class Figures:
+    """What one scenario submitted, what came out, and how long recovery took."""
+
+    scenario: str
+    submitted: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    lost: int = 0
+    wrong: int = 0
+    duplicated: int = 0
+    segments: int = 0
+    claims: int = 0
+    attempts_max: int = 0
+    recover_s: float | None = None
+    notes: dict = field(default_factory=dict)
+
+
+class Stack:
+    """The app plus worker and beat processes on one DB and one Redis."""
+
+    def __init__(self, *, db_url: str, redis_url: str, model_root: Path, sessions: sessionmaker,
+                 log_dir: Path, env: dict | None = None, app_overrides: dict | None = None,
+                 chunk_segments: int = 2000) -> None:
+        self.db_url, self.redis_url, self.log_dir = db_url, redis_url, log_dir
+        self.sessions = sessions
+        self.env = {
+            "DATABASE_URL": db_url, "REDIS_URL": redis_url,
+            "STAPEL_MODEL_ROOT": str(model_root),
+            "STAPEL_CHUNK_SEGMENTS": str(chunk_segments), **SHORT_ENV, **(env or {}),
+        }
+        self.app = create_app({
+            "database_url": db_url, "redis_url": redis_url, "model_root": model_root,
+            "chunk_segments": chunk_segments, **(app_overrides or {}),
+        })
+        self.client = self.app.test_client()
+        self.celery = self.app.extensions["stapel"].celery
+        with self.app.extensions["stapel"].sessions() as s:
+            self.auth = {"Authorization": f"Bearer {create_key(s, 'faults')[1]}"}
+        self.workers: list[GroupWorker] = []
+        self.beat: BeatProcess | None = None
+        self.texts: dict[str, list[str]] = {}
+
+    # processes -----------------------------------------------------------------------
+    def worker(self, name: str, concurrency: int = 2, env: dict | None = None) -> GroupWorker:
+        """Start a worker on the cpu and control queues and wait until it answers."""
+        proc = GroupWorker({**self.env, **(env or {})}, self.log_dir, concurrency=concurrency,
+                           name=name)
+        self.workers.append(proc)
+        return proc.start(self.celery)
+
+    def start_beat(self) -> BeatProcess:
+        self.beat = BeatProcess(self.env, self.log_dir)
+        return self.beat.start()
+
+    def close(self) -> None:
+        """Stop every process this stack started, then the app's connections."""
+        for proc in self.workers:
+            proc.close()
+        if self.beat is not None:
+            self.beat.close()
+        self.app.extensions["stapel"].engine.dispose()
+        self.celery.pool.force_close_all()
+
+    def logs(self) -> str:
+        return "".join(w.full_log() for w in self.workers)
+
+    # jobs ----------------------------------------------------------------------------
+    def submit(self, sizes: list[int], **fields) -> list[str]:
+        """Submit one en-de job per size over the API (202 each); return their ids."""
+        ids = []
+        for n, size in enumerate(sizes):
+            texts = sentences(size, seed=n)
+            response = self.client.post(
+                "/v1/jobs", json={"source_lang": "en", "target_lang": "de",
+                                  "segments": texts, **fields},
+                headers=self.auth,
+            )
+            assert response.status_code == 202, response.get_json()
+            job_id = response.get_json()["id"]
+            self.texts[job_id] = texts
+            ids.append(job_id)
+        return ids
+
+    def jobs(self, ids: list[str]) -> dict[str, Job]:
+        with self.sessions() as s:
+            return {j.id: j for j in s.scalars(select(Job).where(Job.id.in_(ids)))}
+
+    def chunks(self, job_id: str) -> list[Chunk]:
+        with self.sessions() as s:
+            return list(s.scalars(select(Chunk).where(Chunk.job_id == job_id)
+                                  .order_by(Chunk.idx)))
+
+    def running_on(self, job_id: str) -> Chunk | None:
+        """Return a running chunk of the job with progress written, if there is one."""
+        return next((c for c in self.chunks(job_id) if c.status == "running" and c.done > 0),
+                    None)
+
+    def wait_done(self, ids: list[str], timeout: float = DEADLINE_S) -> float:
+        """Wait until every job ended; return the monotonic time it happened."""
+        wait_for(lambda: all(j.status in DONE for j in self.jobs(ids).values()),
+                 timeout=timeout, interval=0.2,
+                 what=f"{len(ids)} jobs to finish; logs:\n{self.logs()[-3000:]}")
+        return time.monotonic()
+
+    # checks --------------------------------------------------------------------------
+    def verify(self, scenario: str, ids: list[str], reference: Reference,
+               expect: dict[str, str] | None = None) -> Figures:
+        """Compare every job with a clean run and count lost and twice-written segments.
+
+        `expect` maps job id to its expected end state (default: succeeded).
+        """
+        figures = Figures(scenario, submitted=len(ids))
+        jobs = self.jobs(ids)
+        logs = self.logs()
+        with self.sessions() as s:
+            for job_id in ids:
+                job = jobs[job_id]
+                figures.succeeded += job.status == "succeeded"
+                figures.failed += job.status == "failed"
+                figures.attempts_max = max(figures.attempts_max, job.attempts)
+                figures.claims += len(re.findall(f"chunk claimed logid={job_id} ", logs))
+                if (expect or {}).get(job_id, "succeeded") != "succeeded":
+                    continue
+                rows = s.execute(select(Segment.idx, Segment.target)
+                                 .where(Segment.job_id == job_id)
+                                 .order_by(Segment.idx)).all()
+                texts = self.texts[job_id]
+                figures.segments += len(texts)
+                got = {idx: target for idx, target in rows if target is not None}
+                figures.lost += len(texts) - len(got)
+                assert [idx for idx, _ in rows] == list(range(len(texts)))
+                expected = reference.translate(texts)
+                figures.wrong += sum(got.get(i) not in (None, expected[i])
+                                     for i in range(len(texts)))
+            figures.duplicated = duplicated_writes(s, ids)
+        return figures
+
+    def result_via_api(self, job_id: str) -> list[str | None]:
+        response = self.client.get(f"/v1/jobs/{job_id}/result", headers=self.auth)
+        assert response.status_code == 200
+        return [t for d in response.get_json()["documents"] for t in d["segments"]]
+
+
+# Every UPDATE that writes a translation is logged by a trigger, so a segment written
+# twice (by two workers, or by a worker that lost its claim) shows up as two rows.
+SQLITE_TRIGGER = [
+    "CREATE TABLE IF NOT EXISTS fault_writes (job_id VARCHAR(36), idx INTEGER)",
+    "DROP TRIGGER IF EXISTS fault_count_writes",
+    "CREATE TRIGGER fault_count_writes AFTER UPDATE OF target ON segments "
+    "WHEN NEW.target IS NOT NULL BEGIN "
+    "INSERT INTO fault_writes (job_id, idx) VALUES (NEW.job_id, NEW.idx); END",
+    "DELETE FROM fault_writes",
+]
+POSTGRES_TRIGGER = [
+    "CREATE TABLE IF NOT EXISTS fault_writes (job_id VARCHAR(36), idx INTEGER)",
+    "CREATE OR REPLACE FUNCTION fault_count_writes() RETURNS trigger AS $$ BEGIN "
+    "INSERT INTO fault_writes (job_id, idx) VALUES (NEW.job_id, NEW.idx); RETURN NEW; "
+    "END $$ LANGUAGE plpgsql",
+    "DROP TRIGGER IF EXISTS fault_count_writes ON segments",
+    "CREATE TRIGGER fault_count_writes AFTER UPDATE OF target ON segments FOR EACH ROW "
+    "WHEN (NEW.target IS NOT NULL) EXECUTE FUNCTION fault_count_writes()",
+    "DELETE FROM fault_writes",
+]
+
+
+def install_write_counter(engine) -> None:
+    """Log every translation written to segments in the table fault_writes."""
+    statements = POSTGRES_TRIGGER if engine.dialect.name == "postgresql" else SQLITE_TRIGGER
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.execute(text(statement))
+
+
+def duplicated_writes(session: Session, ids: list[str]) -> int:
+    """Return how many segment writes of these jobs went to a segment already written."""
+    if not ids:
+        return 0
+    params = {f"j{n}": job_id for n, job_id in enumerate(ids)}
+    names = ", ".join(f":{k}" for k in params)
+    return int(session.execute(text(
+        "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM fault_writes "
+        f"WHERE job_id IN ({names}) GROUP BY job_id, idx) AS w"), params).scalar())
+
+
+def record(report_path: Path, config: str, figures: Figures) -> None:
+    """Merge one scenario's figures into the JSON report, under this configuration."""
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(report_path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    entry = asdict(figures)
+    entry["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    data.setdefault(config, {})[figures.scenario] = entry
+    report_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
