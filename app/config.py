@@ -60,6 +60,7 @@ class Settings:
     max_loaded_models: int = 2
     preload: tuple[str, ...] = ()
     batch_tokens: int = 4096
+    batch_wait_ms: float = 50.0
     max_decoding_length: int = 256
     beam_size: int = 1
 
@@ -90,6 +91,7 @@ class Settings:
             max_loaded_models=_env_int(env, "STAPEL_MAX_LOADED_MODELS", 2),
             preload=tuple(p for p in (env.get("STAPEL_PRELOAD") or "").split(",") if p),
             batch_tokens=_env_int(env, "STAPEL_BATCH_TOKENS", 4096),
+            batch_wait_ms=_env_float(env, "STAPEL_BATCH_WAIT_MS", 50.0),
             max_decoding_length=_env_int(env, "STAPEL_MAX_DECODING_LENGTH", 256),
             beam_size=_env_int(env, "STAPEL_BEAM_SIZE", 1),
         )

@@ -1,8 +1,9 @@
-"""The translation engine: loaded CTranslate2 models and token-budget batching.
+"""The translation engine: loaded CTranslate2 models, each fed by a batcher.
 
-Segments are tokenized with the pair's SentencePiece model, sorted by length, cut into
-batches whose padded size stays within a token budget, translated, decoded and handed
-back with their original indexes, batch by batch, so callers can write as they go.
+Segments are tokenized with the pair's SentencePiece model, sorted by length, merged
+with other tasks' segments into batches whose padded size stays within a token budget
+(see workers/batcher.py), translated, decoded and handed back with their original
+indexes, batch by batch, so callers can write as they go.
 """
 
 from __future__ import annotations
@@ -20,18 +21,20 @@ import sentencepiece as spm
 
 from app.exceptions import PermanentTranslationError
 from app.registry import ModelDir, scan
+from workers.batcher import Batcher
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class LoadedModel:
-    """A translator with its two SentencePiece processors."""
+    """A translator, its two SentencePiece processors and the batcher that feeds it."""
 
     pair: str
     translator: ctranslate2.Translator
     source: spm.SentencePieceProcessor
     target: spm.SentencePieceProcessor
+    batcher: Batcher
 
 
 def pick_device(device: str) -> str:
@@ -48,25 +51,6 @@ def pick_compute_type(device: str, compute_type: str) -> str:
     return "int8_float16" if device == "cuda" else "int8"
 
 
-def token_batches(lengths: list[int], budget: int) -> list[list[int]]:
-    """Sort positions by length and cut them so len(batch) * longest <= budget.
-
-    A single item longer than the budget gets a batch of its own.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for pos in order:
-        longest = max(lengths[pos], 1)
-        if current and (len(current) + 1) * longest > budget:
-            batches.append(current)
-            current = []
-        current.append(pos)
-    if current:
-        batches.append(current)
-    return batches
-
-
 class Engine:
     """Translates segments with models from a model root, keeping an LRU of loaded ones."""
 
@@ -79,6 +63,7 @@ class Engine:
         threads: int = 0,
         max_loaded: int = 2,
         batch_tokens: int = 4096,
+        batch_wait_s: float = 0.05,
         max_decoding_length: int = 256,
         beam_size: int = 1,
     ) -> None:
@@ -88,6 +73,7 @@ class Engine:
         self.threads = threads or (os.cpu_count() or 1)
         self.max_loaded = max(1, max_loaded)
         self.batch_tokens = batch_tokens
+        self.batch_wait_s = batch_wait_s
         self.max_decoding_length = max_decoding_length
         self.beam_size = beam_size
         self._loaded: OrderedDict[str, LoadedModel] = OrderedDict()
@@ -113,7 +99,8 @@ class Engine:
             model = self._load(found)
             self._loaded[pair] = model
             while len(self._loaded) > self.max_loaded:
-                evicted, _ = self._loaded.popitem(last=False)
+                evicted, old = self._loaded.popitem(last=False)
+                old.batcher.close()
                 log.info("model evicted pair=%s", evicted)
             return model
 
@@ -129,37 +116,26 @@ class Engine:
             "model loaded pair=%s device=%s compute_type=%s threads=%d",
             found.pair, self.device, compute_type, self.threads,
         )
-        return LoadedModel(
-            pair=found.pair,
-            translator=translator,
-            source=spm.SentencePieceProcessor(model_file=str(found.path / "source.spm")),
-            target=spm.SentencePieceProcessor(model_file=str(found.path / "target.spm")),
+        source = spm.SentencePieceProcessor(model_file=str(found.path / "source.spm"))
+        target = spm.SentencePieceProcessor(model_file=str(found.path / "target.spm"))
+        batcher = Batcher(
+            translator, source, target, budget=self.batch_tokens, wait_s=self.batch_wait_s,
+            max_decoding_length=self.max_decoding_length, beam_size=self.beam_size,
+            name=found.pair,
         )
+        return LoadedModel(found.pair, translator, source, target, batcher)
 
     def translate_batches(
-        self, pair: str, items: Iterable[tuple[int, str]]
+        self, pair: str, items: Iterable[tuple[int, str]], *, priority: int = 5,
+        job_id: str | None = None,
     ) -> Iterator[list[tuple[int, str]]]:
-        """Yield lists of (index, translation), one per batch, until every item is done.
+        """Yield lists of (index, translation), batch by batch, until every item is done.
 
-        Empty and whitespace-only segments come back unchanged, without translation.
+        The model's batcher may merge these segments with other callers' into shared
+        batches. Empty and whitespace-only segments come back unchanged.
         """
-        model = self.model(pair)
-        blank, work = [], []
-        for index, text in items:
-            (work if text.strip() else blank).append((index, text))
-        if blank:
-            yield blank
-        if not work:
-            return
-        tokens = model.source.encode([text for _, text in work], out_type=str)
-        for batch in token_batches([len(t) for t in tokens], self.batch_tokens):
-            results = model.translator.translate_batch(
-                [tokens[p] for p in batch],
-                beam_size=self.beam_size,
-                max_decoding_length=self.max_decoding_length,
-            )
-            outputs = model.target.decode([r.hypotheses[0] for r in results])
-            yield [(work[p][0], out) for p, out in zip(batch, outputs)]
+        yield from self.model(pair).batcher.submit(list(items), priority=priority,
+                                                   job_id=job_id)
 
     def translate(self, pair: str, texts: list[str]) -> list[str]:
         """Translate texts and return them in the same order."""

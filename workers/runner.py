@@ -66,6 +66,7 @@ def state() -> WorkerState:
             threads=settings.threads,
             max_loaded=settings.max_loaded_models,
             batch_tokens=settings.batch_tokens,
+            batch_wait_s=settings.batch_wait_ms / 1000,
             max_decoding_length=settings.max_decoding_length,
             beam_size=settings.beam_size,
         ),
@@ -132,7 +133,9 @@ def _run_chunk(current: WorkerState, chunk_id: str, worker: str) -> str:
 def _translate(current: WorkerState, session: Session, claim: Claim) -> str:
     pending = with_db_retry(session, lambda: pending_segments(session, claim))
     started = time.monotonic()
-    for batch in current.engine.translate_batches(claim.pair, pending):
+    batches = current.engine.translate_batches(claim.pair, pending, priority=claim.priority,
+                                               job_id=claim.job_id)
+    for batch in batches:
         if not with_db_retry(session, lambda: record_batch(session, claim, batch)):
             log.info("chunk stopped: cancelled or requeued logid=%s chunk=%d",
                      claim.job_id, claim.chunk_idx)

@@ -8,27 +8,7 @@ import pytest
 
 from app.exceptions import PermanentTranslationError
 from app.registry import scan
-from workers.engine import Engine, pick_compute_type, token_batches
-
-
-@pytest.mark.parametrize(
-    ("lengths", "budget", "expected"),
-    [
-        ([], 10, []),
-        ([3], 10, [[0]]),
-        ([5, 1, 3], 100, [[1, 2, 0]]),
-        ([4, 4, 4], 8, [[0, 1], [2]]),
-        ([2, 9, 3, 1], 6, [[3, 0], [2], [1]]),
-        ([20, 1], 5, [[1], [0]]),  # longer than the budget: a batch of its own
-        ([0, 0, 0], 2, [[0, 1], [2]]),
-    ],
-)
-def test_token_batches(lengths, budget, expected):
-    batches = token_batches(lengths, budget)
-    assert batches == expected
-    for batch in batches:
-        if len(batch) > 1:
-            assert len(batch) * max(lengths[i] for i in batch) <= budget
+from workers.engine import Engine, pick_compute_type
 
 
 @pytest.mark.parametrize(("device", "asked", "resolved"), [

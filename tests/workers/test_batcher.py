@@ -1,0 +1,88 @@
+"""The batcher: segments of concurrent requests share batches, by priority then arrival."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from workers.engine import Engine
+
+
+@pytest.fixture
+def model(model_root):
+    engine = Engine(model_root, max_decoding_length=12, batch_tokens=10_000, batch_wait_s=0.5)
+    return engine, engine.model("en-de")
+
+
+def consume(request, into: dict, key):
+    into[key] = [part for part in request]
+
+
+def collect(*requests):
+    """Iterate every request in its own thread, as worker tasks do; return their parts."""
+    out: dict = {}
+    threads = [threading.Thread(target=consume, args=(r, out, k)) for k, r in enumerate(requests)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return [out[k] for k in range(len(requests))]
+
+
+def test_concurrent_requests_share_one_batch_and_get_their_own_results(model):
+    engine, loaded = model
+    texts_a = [f"alpha {i} {'x ' * i}" for i in range(5)]
+    texts_b = [f"beta {i}" for i in range(3)]
+    alone_a = engine.translate("en-de", texts_a)
+    alone_b = engine.translate("en-de", texts_b)
+    before = loaded.batcher.stats.batches
+    a = loaded.batcher.submit(list(enumerate(texts_a)), job_id="A")
+    b = loaded.batcher.submit([(10 + i, t) for i, t in enumerate(texts_b)], job_id="B")
+    parts_a, parts_b = collect(a, b)
+    assert loaded.batcher.stats.batches - before == 1
+    assert dict(x for part in parts_a for x in part) == dict(enumerate(alone_a))
+    assert dict(x for part in parts_b for x in part) == {10 + i: t for i, t in enumerate(alone_b)}
+
+
+def tiny_budget(model_root, wait_s=0.5):
+    """An engine whose batches hold about three short segments."""
+    engine = Engine(model_root, max_decoding_length=8, batch_tokens=12, batch_wait_s=wait_s)
+    loaded = engine.model("en-de")
+    width = len(loaded.source.encode("ab", out_type=str))
+    loaded.batcher.budget = 3 * width
+    return loaded.batcher
+
+
+def test_higher_priority_overtakes_waiting_lower(model_root):
+    batcher = tiny_budget(model_root)
+    low = batcher.submit([(i, "ab") for i in range(2)], priority=1, job_id="low")
+    high = batcher.submit([(i, "ab") for i in range(2)], priority=9, job_id="high")
+    parts_low, parts_high = collect(low, high)
+    assert [len(p) for p in parts_high] == [2]  # all in the first batch
+    assert [len(p) for p in parts_low] == [1, 1]  # one squeezed in, one in the next batch
+
+
+def test_same_priority_is_first_come_first_served(model_root):
+    batcher = tiny_budget(model_root)
+    first = batcher.submit([(i, "ab") for i in range(2)], priority=5, job_id="first")
+    second = batcher.submit([(i, "ab") for i in range(2)], priority=5, job_id="second")
+    parts_first, parts_second = collect(first, second)
+    assert [len(p) for p in parts_first] == [2]
+    assert [len(p) for p in parts_second] == [1, 1]
+
+
+def test_blank_only_request_needs_no_batch(model):
+    _, loaded = model
+    before = loaded.batcher.stats.batches
+    (parts,) = collect(loaded.batcher.submit([(0, ""), (1, " ")]))
+    assert parts == [[(0, ""), (1, " ")]]
+    assert loaded.batcher.stats.batches == before
+
+
+def test_closed_batcher_finishes_queued_work(model):
+    _, loaded = model
+    request = loaded.batcher.submit([(0, "hello"), (1, "world")])
+    loaded.batcher.close()
+    (parts,) = collect(request)
+    assert sorted(i for part in parts for i, _ in part) == [0, 1]
