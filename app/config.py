@@ -13,7 +13,8 @@ DEFAULT_DATABASE_URL = f"sqlite:///{ROOT / 'var' / 'stapel.db'}"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-def _env_int(env: dict, name: str, default: int) -> int:
+def env_int(env: dict, name: str, default: int) -> int:
+    """Return the integer setting name from env, or default when unset or empty."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -23,7 +24,8 @@ def _env_int(env: dict, name: str, default: int) -> int:
         raise ValueError(f"{name} must be an integer, got {raw!r}") from None
 
 
-def _env_float(env: dict, name: str, default: float) -> float:
+def env_float(env: dict, name: str, default: float) -> float:
+    """Return the numeric setting name from env, or default when unset or empty."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -72,28 +74,28 @@ class Settings:
             database_url=env.get("DATABASE_URL") or DEFAULT_DATABASE_URL,
             redis_url=env.get("REDIS_URL") or DEFAULT_REDIS_URL,
             model_root=Path(env.get("STAPEL_MODEL_ROOT") or ROOT / "models"),
-            gpu_threshold=_env_int(env, "STAPEL_GPU_THRESHOLD", 3000),
-            chunk_segments=_env_int(env, "STAPEL_CHUNK_SEGMENTS", 2000),
-            max_segments_per_job=_env_int(env, "STAPEL_MAX_SEGMENTS", 200_000),
-            max_segment_chars=_env_int(env, "STAPEL_MAX_SEGMENT_CHARS", 4000),
-            max_body_bytes=_env_int(env, "STAPEL_MAX_BODY_BYTES", 64 * 1024 * 1024),
-            max_metadata_bytes=_env_int(env, "STAPEL_MAX_METADATA_BYTES", 4096),
-            max_documents_per_job=_env_int(env, "STAPEL_MAX_DOCUMENTS", 10_000),
-            heartbeat_s=_env_float(env, "STAPEL_HEARTBEAT_S", 10.0),
-            heartbeat_timeout_s=_env_float(env, "STAPEL_HEARTBEAT_TIMEOUT_S", 60.0),
-            max_attempts=_env_int(env, "STAPEL_MAX_ATTEMPTS", 3),
-            requeue_grace_s=_env_float(env, "STAPEL_REQUEUE_GRACE_S", 30.0),
-            watchdog_interval_s=_env_float(env, "STAPEL_WATCHDOG_S", 15.0),
+            gpu_threshold=env_int(env, "STAPEL_GPU_THRESHOLD", 3000),
+            chunk_segments=env_int(env, "STAPEL_CHUNK_SEGMENTS", 2000),
+            max_segments_per_job=env_int(env, "STAPEL_MAX_SEGMENTS", 200_000),
+            max_segment_chars=env_int(env, "STAPEL_MAX_SEGMENT_CHARS", 4000),
+            max_body_bytes=env_int(env, "STAPEL_MAX_BODY_BYTES", 64 * 1024 * 1024),
+            max_metadata_bytes=env_int(env, "STAPEL_MAX_METADATA_BYTES", 4096),
+            max_documents_per_job=env_int(env, "STAPEL_MAX_DOCUMENTS", 10_000),
+            heartbeat_s=env_float(env, "STAPEL_HEARTBEAT_S", 10.0),
+            heartbeat_timeout_s=env_float(env, "STAPEL_HEARTBEAT_TIMEOUT_S", 60.0),
+            max_attempts=env_int(env, "STAPEL_MAX_ATTEMPTS", 3),
+            requeue_grace_s=env_float(env, "STAPEL_REQUEUE_GRACE_S", 30.0),
+            watchdog_interval_s=env_float(env, "STAPEL_WATCHDOG_S", 15.0),
             pool=env.get("STAPEL_POOL") or "cpu",
             device=env.get("STAPEL_DEVICE") or "auto",
             compute_type=env.get("STAPEL_COMPUTE_TYPE") or "auto",
-            threads=_env_int(env, "STAPEL_THREADS", 0),
-            max_loaded_models=_env_int(env, "STAPEL_MAX_LOADED_MODELS", 2),
+            threads=env_int(env, "STAPEL_THREADS", 0),
+            max_loaded_models=env_int(env, "STAPEL_MAX_LOADED_MODELS", 2),
             preload=tuple(p for p in (env.get("STAPEL_PRELOAD") or "").split(",") if p),
-            batch_tokens=_env_int(env, "STAPEL_BATCH_TOKENS", 4096),
-            batch_wait_ms=_env_float(env, "STAPEL_BATCH_WAIT_MS", 50.0),
-            max_decoding_length=_env_int(env, "STAPEL_MAX_DECODING_LENGTH", 256),
-            beam_size=_env_int(env, "STAPEL_BEAM_SIZE", 1),
+            batch_tokens=env_int(env, "STAPEL_BATCH_TOKENS", 4096),
+            batch_wait_ms=env_float(env, "STAPEL_BATCH_WAIT_MS", 50.0),
+            max_decoding_length=env_int(env, "STAPEL_MAX_DECODING_LENGTH", 256),
+            beam_size=env_int(env, "STAPEL_BEAM_SIZE", 1),
         )
 
     def replace(self, **changes) -> Settings:

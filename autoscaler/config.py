@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass
 
 from app.config import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
-from app.config import _env_float as env_float  # one parser for every process's settings
-from app.config import _env_int as env_int
+from app.config import env_float  # one parser for every process's settings
+from app.config import env_int
 
 POOLS = ("cpu", "gpu")
 """The worker pools, each with its own control loop and Celery queue."""
