@@ -124,26 +124,31 @@ class Stack:
         if self.beat is not None:
             self.beat.close()
         self.app.extensions["stapel"].engine.dispose()
-        self.celery.pool.force_close_all()
 
     def logs(self) -> str:
         return "".join(w.full_log() for w in self.workers)
 
     # jobs ----------------------------------------------------------------------------
-    def submit(self, sizes: list[int], **fields) -> list[str]:
+    def post_job(self, texts: list[str], idempotency_key: str | None = None):
+        """POST one en-de job; return the response (remembering the texts if accepted)."""
+        headers = dict(self.auth)
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        response = self.client.post(
+            "/v1/jobs", json={"source_lang": "en", "target_lang": "de", "segments": texts},
+            headers=headers,
+        )
+        if response.status_code in (200, 202):
+            self.texts[response.get_json()["id"]] = texts
+        return response
+
+    def submit(self, sizes: list[int], seed: int = 0) -> list[str]:
         """Submit one en-de job per size over the API (202 each); return their ids."""
         ids = []
         for n, size in enumerate(sizes):
-            texts = sentences(size, seed=n)
-            response = self.client.post(
-                "/v1/jobs", json={"source_lang": "en", "target_lang": "de",
-                                  "segments": texts, **fields},
-                headers=self.auth,
-            )
+            response = self.post_job(sentences(size, seed=seed + n))
             assert response.status_code == 202, response.get_json()
-            job_id = response.get_json()["id"]
-            self.texts[job_id] = texts
-            ids.append(job_id)
+            ids.append(response.get_json()["id"])
         return ids
 
     def jobs(self, ids: list[str]) -> dict[str, Job]:
