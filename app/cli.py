@@ -32,11 +32,12 @@ keys = AppGroup("keys", help="Create, list and revoke API keys.")
 def keys_create(tenant: str, quiet: bool) -> None:
     """Create a key for a tenant and print it once (only its hash is stored)."""
     with _session() as session:
-        row, plain = create_key(session, tenant)
+        _, plain = create_key(session, tenant)
     if quiet:
         click.echo(plain)
     else:
-        click.echo(f"tenant: {tenant}\nkey:    {plain}\n(stored hashed; it will not be shown again)")
+        click.echo(f"tenant: {tenant}\nkey:    {plain}\n"
+                   "(stored hashed; it will not be shown again)")
 
 
 @keys.command("revoke")

@@ -75,7 +75,7 @@ def run_demo() -> None:
         return
     result = requests.get(API + job["links"]["result"], headers=auth, timeout=10).json()
     print(f"Translated in {time.monotonic() - started:.1f}s:")
-    for source, target in zip(texts, result["documents"][0]["segments"]):
+    for source, target in zip(texts, result["documents"][0]["segments"], strict=True):
         print(f"  {source}\n    -> {target}")
     print()
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -166,7 +166,9 @@ def _insert_documents(session: Session, job_id: str, documents: list[DocumentSpe
     session.execute(insert(Document), doc_rows)
 
 
-def chunk_messages(session: Session, job_id: str, *, only_unsent: bool = False) -> list[ChunkMessage]:
+def chunk_messages(
+    session: Session, job_id: str, *, only_unsent: bool = False
+) -> list[ChunkMessage]:
     """Return the messages to send for a job's queued chunks, in chunk order."""
     query = (
         select(Chunk.id, Chunk.pool, Job.priority)

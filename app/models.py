@@ -15,8 +15,8 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.types import TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 """Every state a job or chunk can be in; the last three are final."""

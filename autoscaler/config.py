@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from app.config import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
-from app.config import env_float  # one parser for every process's settings
-from app.config import env_int
+from app.config import (
+    DEFAULT_DATABASE_URL,
+    DEFAULT_REDIS_URL,
+    env_float,  # one parser for every process's settings
+    env_int,
+)
 
 POOLS = ("cpu", "gpu")
 """The worker pools, each with its own control loop and Celery queue."""

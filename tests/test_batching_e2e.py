@@ -44,7 +44,7 @@ def test_many_jobs_batched_together_equal_each_alone(client, auth, worker, model
     created = [client.post("/v1/jobs", headers=auth, json={
         "source_lang": "en", "target_lang": "de", "segments": t}).get_json() for t in texts]
     results = [result_of(client, auth, job) for job in created]
-    for got, t in zip(results, texts):
+    for got, t in zip(results, texts, strict=True):
         assert got == alone(model_root, t)
     merged = [int(n) for n in re.findall(r"batch model=en-de segments=\d+ jobs=(\d+)",
                                          worker.log())]

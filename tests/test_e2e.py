@@ -16,7 +16,6 @@ from app import callbacks
 from app.broker import send_chunks
 from app.jobs import ChunkMessage
 from app.models import Chunk
-
 from tests.factories import sentences, wait_for
 from tests.workers_proc import ServerThread, WorkerProcess
 
@@ -129,7 +128,7 @@ class Hook(http.server.BaseHTTPRequestHandler):
 
     received: list[tuple[bytes, dict]] = []
 
-    def do_POST(self):  # noqa: N802 (http.server's naming)
+    def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         Hook.received.append((body, dict(self.headers)))
         self.send_response(204)

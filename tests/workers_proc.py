@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -14,6 +13,7 @@ from celery import Celery
 from werkzeug.serving import make_server
 
 from tests.factories import wait_for
+from workers.command import worker_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,12 +26,8 @@ class WorkerProcess:
         self.name = f"{name or pool}-{uuid.uuid4().hex[:6]}@test"
         self.log_path = log_dir / f"{self.name}.log"
         self.env = {**os.environ, **env, "STAPEL_POOL": pool}
-        self.args = [
-            sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-            "-Q", f"{pool},control", "-n", self.name, "-P", "threads",
-            "-c", str(concurrency), "--loglevel", "INFO", "--without-gossip",
-            "--without-mingle",
-        ]
+        self.args = worker_command(pool, self.name, concurrency) + [
+            "--without-gossip", "--without-mingle"]
         self.proc: subprocess.Popen | None = None
 
     def start(self, celery: Celery, timeout: float = 60) -> WorkerProcess:

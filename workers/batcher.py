@@ -183,7 +183,7 @@ class Batcher:
         )
         outputs = self.target.decode([r.hypotheses[0] for r in results])
         parts: dict[int, tuple[Request, list[tuple[int, str]]]] = {}
-        for item, text in zip(batch, outputs):
+        for item, text in zip(batch, outputs, strict=True):
             parts.setdefault(id(item.request), (item.request, []))[1].append((item.index, text))
         self._count(batch)
         jobs = sorted({str(r.job_id) for r, _ in parts.values()})

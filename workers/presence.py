@@ -38,7 +38,7 @@ def read_all(client: redis.Redis) -> dict[str, dict]:
     if not keys:
         return {}
     records = {}
-    for key, raw in zip(keys, client.mget(keys)):
+    for key, raw in zip(keys, client.mget(keys), strict=True):
         if raw is not None:
             name = (key.decode() if isinstance(key, bytes) else key)[len(KEY_PREFIX):]
             records[name] = json.loads(raw)

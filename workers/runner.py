@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-import threading
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,7 +126,8 @@ def _run_chunk(current: WorkerState, chunk_id: str, worker: str) -> str:
         except PermanentTranslationError as exc:
             return _fail(current, session, claim, str(exc), retry=False)
         except (RuntimeError, ValueError) as exc:
-            log.exception("chunk translation error logid=%s chunk=%d", claim.job_id, claim.chunk_idx)
+            log.exception("chunk translation error logid=%s chunk=%d",
+                          claim.job_id, claim.chunk_idx)
             return _fail(current, session, claim, f"{type(exc).__name__}: {exc}", retry=True)
 
 
@@ -136,7 +137,7 @@ def _translate(current: WorkerState, session: Session, claim: Claim) -> str:
     batches = current.engine.translate_batches(claim.pair, pending, priority=claim.priority,
                                                job_id=claim.job_id)
     for batch in batches:
-        if not with_db_retry(session, lambda: record_batch(session, claim, batch)):
+        if not with_db_retry(session, lambda part=batch: record_batch(session, claim, part)):
             log.info("chunk stopped: cancelled or requeued logid=%s chunk=%d",
                      claim.job_id, claim.chunk_idx)
             return "stopped"

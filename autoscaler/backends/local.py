@@ -13,12 +13,12 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from app.config import ROOT
 from autoscaler.victims import WorkerView, idle_victims
+from workers.command import worker_command
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +36,7 @@ class LocalBackend:
 
     def command(self, name: str) -> list[str]:
         """Return the command line that starts one worker named name."""
-        return [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-                "-Q", f"{self.pool},control", "-n", name, "-P", "threads",
-                "-c", str(self.concurrency), "--loglevel", "INFO"]
+        return worker_command(self.pool, name, self.concurrency)
 
     def reap(self) -> None:
         """Forget exited workers, logging any that exited without being told to."""
@@ -81,7 +79,7 @@ class LocalBackend:
         out = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+            out = open(self.log_dir / f"{name}.log", "ab")
         try:
             proc = subprocess.Popen(self.command(name), cwd=self.cwd, env=self.env,
                                     stdout=out, stderr=subprocess.STDOUT if out else None,

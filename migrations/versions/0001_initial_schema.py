@@ -1,21 +1,20 @@
 """initial schema
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-30 02:13:51.403267
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = '0001'
-down_revision: Union[str, Sequence[str], None] = None
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = None
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
@@ -95,7 +94,8 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('chunks', schema=None) as batch_op:
         batch_op.create_index('ix_chunks_job', ['job_id', 'idx'], unique=False)
-        batch_op.create_index('ix_chunks_status_heartbeat', ['status', 'heartbeat_at'], unique=False)
+        batch_op.create_index('ix_chunks_status_heartbeat', ['status', 'heartbeat_at'],
+                              unique=False)
 
     op.create_table('documents',
     sa.Column('job_id', sa.String(length=36), nullable=False),

@@ -7,9 +7,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from app import callbacks
+from app import callbacks, jobs
 from app import chunks as ch
-from app import jobs
 from app.auth import get_or_create_tenant
 from app.models import Chunk, Job, Tenant, utcnow
 from app.watchdog import reconcile
@@ -22,7 +21,8 @@ def finished_job(session, callback_url="http://127.0.0.1:9/hook"):
         jobs.JobSpec("en", "de", [jobs.DocumentSpec(None, ["a"])], callback_url=callback_url,
                      metadata={"ticket": 1}),
         gpu_threshold=100, chunk_segments=10)
-    claim = ch.claim_chunk(session, session.scalar(select(Chunk.id)), "w")
+    claim = ch.claim_chunk(session, session.scalar(select(Chunk.id).where(Chunk.job_id == job.id)),
+                           "w")
     ch.record_batch(session, claim, [(0, "A")])
     assert ch.finish_chunk(session, claim) == "succeeded"
     session.expire_all()
