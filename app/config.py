@@ -64,6 +64,7 @@ class Settings:
     batch_tokens: int = 4096
     batch_wait_ms: float = 50.0
     max_decoding_length: int = 256
+    min_decoding_length: int = 0
     beam_size: int = 1
 
     @classmethod
@@ -95,6 +96,7 @@ class Settings:
             batch_tokens=env_int(env, "STAPEL_BATCH_TOKENS", 4096),
             batch_wait_ms=env_float(env, "STAPEL_BATCH_WAIT_MS", 50.0),
             max_decoding_length=env_int(env, "STAPEL_MAX_DECODING_LENGTH", 256),
+            min_decoding_length=env_int(env, "STAPEL_MIN_DECODING_LENGTH", 0),
             beam_size=env_int(env, "STAPEL_BEAM_SIZE", 1),
         )
 

@@ -77,7 +77,10 @@ class BatchStats:
 
 
 class Batcher:
-    """Merges segments of concurrent requests for one model into token-budget batches."""
+    """Merges segments of concurrent requests for one model into token-budget batches.
+
+    `options` are passed to `Translator.translate_batch` (beam size, decoding lengths).
+    """
 
     def __init__(
         self,
@@ -87,13 +90,12 @@ class Batcher:
         *,
         budget: int,
         wait_s: float,
-        max_decoding_length: int,
-        beam_size: int,
+        options: dict,
         name: str = "",
     ) -> None:
         self.translator, self.source, self.target = translator, source, target
         self.budget, self.wait_s = budget, wait_s
-        self.max_decoding_length, self.beam_size = max_decoding_length, beam_size
+        self.options = options
         self.name = name
         self.stats = BatchStats()
         self._heap: list[_Item] = []
@@ -176,11 +178,7 @@ class Batcher:
                     request._fail(exc)
 
     def _translate(self, batch: list[_Item]) -> None:
-        results = self.translator.translate_batch(
-            [item.tokens for item in batch],
-            beam_size=self.beam_size,
-            max_decoding_length=self.max_decoding_length,
-        )
+        results = self.translator.translate_batch([item.tokens for item in batch], **self.options)
         outputs = self.target.decode([r.hypotheses[0] for r in results])
         parts: dict[int, tuple[Request, list[tuple[int, str]]]] = {}
         for item, text in zip(batch, outputs, strict=True):

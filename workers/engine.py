@@ -65,6 +65,7 @@ class Engine:
         batch_tokens: int = 4096,
         batch_wait_s: float = 0.05,
         max_decoding_length: int = 256,
+        min_decoding_length: int = 0,
         beam_size: int = 1,
     ) -> None:
         self.model_root = Path(model_root)
@@ -74,8 +75,8 @@ class Engine:
         self.max_loaded = max(1, max_loaded)
         self.batch_tokens = batch_tokens
         self.batch_wait_s = batch_wait_s
-        self.max_decoding_length = max_decoding_length
-        self.beam_size = beam_size
+        self.options = {"beam_size": beam_size, "max_decoding_length": max_decoding_length,
+                        "min_decoding_length": min_decoding_length}
         self._loaded: OrderedDict[str, LoadedModel] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -120,8 +121,7 @@ class Engine:
         target = spm.SentencePieceProcessor(model_file=str(found.path / "target.spm"))
         batcher = Batcher(
             translator, source, target, budget=self.batch_tokens, wait_s=self.batch_wait_s,
-            max_decoding_length=self.max_decoding_length, beam_size=self.beam_size,
-            name=found.pair,
+            options=self.options, name=found.pair,
         )
         return LoadedModel(found.pair, translator, source, target, batcher)
 

@@ -68,6 +68,7 @@ def state() -> WorkerState:
             batch_tokens=settings.batch_tokens,
             batch_wait_s=settings.batch_wait_ms / 1000,
             max_decoding_length=settings.max_decoding_length,
+            min_decoding_length=settings.min_decoding_length,
             beam_size=settings.beam_size,
         ),
         redis=redis.Redis.from_url(settings.redis_url, socket_timeout=10),
