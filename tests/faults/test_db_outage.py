@@ -11,7 +11,10 @@ import time
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from sqlalchemy import select
 
+import app.api.jobs as routes
+from app.models import Job
 from tests.factories import sentences, wait_for
 from tests.faults.conftest import fresh_engine
 from tests.faults.harness import DEADLINE_S
@@ -38,19 +41,19 @@ def proxied_postgres(pg_fault_url):
 
 @pytest.mark.parametrize("db", ["sqlite", "postgresql"])
 def test_database_outage_answers_503_and_loses_nothing(db, request, make_stack, reference,
-                                                       report):
+                                                       report, monkeypatch):
     if db == "sqlite":
         pytest.skip("SQLite is a file opened in-process: it cannot become unreachable the "
                     "way a database server can; the outage runs against PostgreSQL")
     direct, proxied, proxy = request.getfixturevalue("proxied_postgres")
     engine = fresh_engine(direct)
     try:
-        _run(make_stack, engine, proxied, proxy, reference, report)
+        _run(make_stack, engine, proxied, proxy, reference, report, monkeypatch)
     finally:
         engine.dispose()
 
 
-def _run(make_stack, engine, proxied, proxy, reference, report) -> None:
+def _run(make_stack, engine, proxied, proxy, reference, report, monkeypatch) -> None:
     stack = make_stack(db_url=proxied, engine=engine, chunk_segments=200,
                        env={"STAPEL_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S)})
     stack.start_beat()
@@ -77,6 +80,8 @@ def _run(make_stack, engine, proxied, proxy, reference, report) -> None:
         lambda: (r := stack.post_job(sentences(300, seed=9), "during-outage")).status_code
         in (200, 202) and r, timeout=DEADLINE_S, what="the retried submission to be accepted")
     ids.append(retried.get_json()["id"])
+    late = _lose_db_after_commit(stack, proxy, monkeypatch)
+    ids.extend(late["stored"])
 
     finished_at = stack.wait_done(ids)
     figures = stack.verify("database_outage", ids, reference)
@@ -85,9 +90,38 @@ def _run(make_stack, engine, proxied, proxy, reference, report) -> None:
                      "answers_during_outage": [r.status_code
                                                                      for r in during],
                      "retried_submission_status": retried.status_code,
+                     "db_lost_after_commit": {"answer": late["status"],
+                                              "jobs_stored": len(late["stored"])},
                      "worker_db_retries": stack.logs().count("database unavailable, retrying")}
     report(figures)
 
     assert figures.succeeded == len(ids), stack.logs()[-4000:]
     assert (figures.lost, figures.wrong, figures.duplicated) == (0, 0, 0)
     assert retried.status_code == 202, "the refused submission was half-stored"
+
+
+def _lose_db_after_commit(stack, proxy, monkeypatch) -> dict:
+    """Drop the DB right after a submission committed and sent, before it records the send.
+
+    Whatever the answer, a job that was stored must run to the end like any other.
+    """
+    real_send = routes.send_chunks
+
+    def send_then_lose_db(celery, messages):
+        sent = real_send(celery, messages)
+        proxy.cut()
+        return sent
+
+    with stack.sessions() as s:
+        before = set(s.scalars(select(Job.id)))
+    monkeypatch.setattr(routes, "send_chunks", send_then_lose_db)
+    try:
+        response = stack.post_job(sentences(100, seed=11))
+    finally:
+        monkeypatch.setattr(routes, "send_chunks", real_send)
+        proxy.restore()
+    with stack.sessions() as s:
+        stored = [j for j in s.scalars(select(Job.id)) if j not in before]
+    for job_id in stored:
+        stack.texts[job_id] = sentences(100, seed=11)
+    return {"status": response.status_code, "stored": stored}
