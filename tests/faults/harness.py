@@ -117,6 +117,19 @@ class Stack:
         self.beat = BeatProcess(self.env, self.log_dir)
         return self.beat.start()
 
+    def start(self, *names: str, concurrency: int = 2, beat: bool = True) -> list[GroupWorker]:
+        """Start beat and the named workers side by side; wait until all are up."""
+        if beat:
+            self.beat = BeatProcess(self.env, self.log_dir).launch()
+        started = [GroupWorker(self.env, self.log_dir, concurrency=concurrency, name=name)
+                   .launch() for name in names]
+        self.workers.extend(started)
+        for proc in started:
+            proc.wait_ready(self.celery)
+        if self.beat is not None:
+            self.beat.wait_ready()
+        return started
+
     def close(self) -> None:
         """Stop every process this stack started, then the app's connections."""
         for proc in self.workers:

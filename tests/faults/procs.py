@@ -35,9 +35,17 @@ class GroupWorker(WorkerProcess):
 
     def start(self, celery: Celery, timeout: float = 120) -> GroupWorker:
         """Start the process and wait until it answers a ping."""
+        return self.launch().wait_ready(celery, timeout)
+
+    def launch(self) -> GroupWorker:
+        """Start the process without waiting (start several, then wait for each)."""
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def wait_ready(self, celery: Celery, timeout: float = 120) -> GroupWorker:
+        """Wait until the launched worker answers a ping."""
         wait_for(lambda: self.proc.poll() is not None or self.answers(celery),
                  timeout=timeout, interval=0.3, what=f"worker {self.name} to answer pings")
         if self.proc.poll() is not None:
@@ -82,11 +90,18 @@ class BeatProcess:
         ]
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60) -> BeatProcess:
+    def start(self, timeout: float = 120) -> BeatProcess:
         """Start beat and wait until it has sent its first task."""
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> BeatProcess:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def wait_ready(self, timeout: float = 120) -> BeatProcess:
+        """Wait until beat has sent its first task."""
         wait_for(lambda: self.proc.poll() is not None or "Sending due task" in self.log(),
                  timeout=timeout, interval=0.2, what="beat to send its first task")
         if self.proc.poll() is not None:

@@ -56,9 +56,7 @@ def test_database_outage_answers_503_and_loses_nothing(db, request, make_stack, 
 def _run(make_stack, engine, proxied, proxy, reference, report, monkeypatch) -> None:
     stack = make_stack(db_url=proxied, engine=engine, chunk_segments=200,
                        env={"STAPEL_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S)})
-    stack.start_beat()
-    stack.worker("a")
-    stack.worker("b")
+    stack.start("a", "b")
     ids = stack.submit([600, 600, 600])
     wait_for(lambda: any(j.segments_done for j in stack.jobs(ids).values()),
              timeout=DEADLINE_S, interval=0.05, what="translation to start")

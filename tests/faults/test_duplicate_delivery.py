@@ -16,9 +16,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 def test_duplicate_deliveries_write_each_segment_once(make_stack, reference, report):
     stack = make_stack(chunk_segments=100)
-    stack.start_beat()
-    stack.worker("a")
-    stack.worker("b")
+    stack.start("a", "b")
     ids = stack.submit([300, 300, 300, 300])
     messages = [ChunkMessage(c.id, c.job_id, c.pool, 5) for j in ids for c in stack.chunks(j)]
     sent_at = time.monotonic()

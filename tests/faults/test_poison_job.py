@@ -21,8 +21,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 def test_chunk_that_kills_its_worker_fails_after_max_attempts(make_stack, reference, report):
     max_attempts = int(SHORT_ENV["STAPEL_MAX_ATTEMPTS"])
     stack = make_stack()
-    stack.start_beat()
-    current = stack.worker("w0", concurrency=1)
+    (current,) = stack.start("w0", concurrency=1)
     poison, *others = stack.submit([1000, 150, 150, 150])
     started_at = time.monotonic()
     kills = 0

@@ -17,8 +17,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 def test_job_committed_but_never_sent_is_sent_by_the_watchdog(make_stack, reference, report,
                                                               monkeypatch):
     stack = make_stack()
-    stack.start_beat()
-    stack.worker("a")
+    stack.start("a")
     # the crash: the rows are committed, then the process dies before send_task
     monkeypatch.setattr("app.api.jobs.send_chunks", lambda celery, messages: {})
     ids = stack.submit([200, 200, 200])

@@ -17,8 +17,7 @@ BIG, SMALL = 2000, 150
 
 def test_sigkill_mid_job_is_resumed_on_another_worker(make_stack, reference, report):
     stack = make_stack()
-    stack.start_beat()
-    workers = [stack.worker("a"), stack.worker("b")]
+    workers = stack.start("a", "b")
     ids = stack.submit([BIG, SMALL, SMALL, SMALL])
     big = ids[0]
 
