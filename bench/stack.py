@@ -1,0 +1,121 @@
+"""A whole Stapel stack in subprocesses for benchmarks: Redis, DB, gunicorn, workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import requests
+from alembic import command
+from alembic.config import Config
+
+from app.broker import make_celery
+from app.config import ROOT
+from app.embedded_redis import reachable, start_server, wait_until_reachable
+from workers.command import worker_command
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait(check, timeout: float, what: str):
+    """Poll check() until truthy; raise TimeoutError after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+        except (requests.RequestException, OSError):
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within {timeout}s")
+        time.sleep(0.1)
+
+
+def rss_peak_kib(pid: int) -> int:
+    """Return a process's peak resident set (VmHWM) in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def children(pid: int) -> list[int]:
+    """Return the direct child pids of pid."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+class Stack:
+    """Starts the processes; stop() ends them all."""
+
+    def __init__(self, workdir: Path, env: dict) -> None:
+        self.workdir = workdir
+        self.exit = ExitStack()
+        self.procs: dict[str, subprocess.Popen] = {}
+        redis_url = os.environ.get("REDIS_URL")
+        if not redis_url or not reachable(redis_url):
+            port = free_port()
+            proc = start_server(port, workdir / "redis", daemonize=False)
+            self.exit.callback(proc.terminate)
+            redis_url = f"redis://127.0.0.1:{port}/0"
+            wait_until_reachable(redis_url)
+        database_url = os.environ.get("DATABASE_URL") or f"sqlite:///{workdir / 'bench.db'}"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **env, "REDIS_URL": redis_url,
+                    "DATABASE_URL": database_url}
+        config = Config(str(ROOT / "alembic.ini"))
+        config.attributes["database_url"] = database_url
+        command.downgrade(config, "base")
+        command.upgrade(config, "head")
+
+    def _spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "ab")
+        proc = subprocess.Popen(args, cwd=ROOT, env=env or self.env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def start_web(self, threads: int = 16) -> None:
+        """Start gunicorn with one process of many threads and wait for /readyz."""
+        self._spawn("web", [sys.executable, "-m", "gunicorn", "--bind",
+                            f"127.0.0.1:{self.port}", "--workers", "1", "--threads",
+                            str(threads), "app:create_app()"])
+        wait(lambda: requests.get(self.url + "/readyz", timeout=2).ok, 60, "web ready")
+
+    def start_worker(self, pool: str, concurrency: int, env: dict | None = None) -> None:
+        """Start one Celery worker and wait for it to answer a ping."""
+        name = f"{pool}-{len(self.procs)}@bench"
+        self._spawn(name, worker_command(pool, name, concurrency),
+                    {**self.env, "STAPEL_POOL": pool, **(env or {})})
+        celery = make_celery(self.env["REDIS_URL"])
+        wait(lambda: celery.control.ping(destination=[name], timeout=0.5), 120,
+             f"worker {name} ready")
+
+    def pid(self, name_prefix: str) -> int:
+        """Return the pid of the process that does the work (gunicorn's worker child)."""
+        proc = next(p for n, p in self.procs.items() if n.startswith(name_prefix))
+        kids = children(proc.pid) if name_prefix == "web" else []
+        return kids[0] if kids else proc.pid
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        self.exit.close()

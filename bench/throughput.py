@@ -1,0 +1,249 @@
+"""Stapel against raw CTranslate2 on the same model, data and threads, side by side.
+
+    python -m bench.throughput --name cpu          # `make bench`
+    python -m bench.throughput --name quick --big 2000 --docs 50 --rss-segments 20000
+
+Rows: raw (one translate_batch over all segments in one process), many small (HTTP jobs
+of 1-5 segments sent at once), one big (one job), naive (one segment per call).
+Also: POST /v1/jobs latency and throughput, submit-to-done of a one-segment job on an
+idle worker, and the peak RSS of web and worker while a huge job is submitted and runs.
+Writes bench/results/<name>.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import ctranslate2
+import requests
+import sentencepiece as spm
+from sqlalchemy import create_engine, text
+
+from app.auth import create_key
+from app.db import make_engine, make_session_factory
+from bench.stack import Stack, rss_peak_kib, wait
+from models.random_model import build, pseudo_corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_DIR = ROOT / ".cache" / "models"
+PAIR = "en-de"
+
+
+def bench_model(args) -> Path:
+    """Build (once) the Transformer-base random model under .cache/models/en-de."""
+    path = MODEL_DIR / PAIR
+    if not (path / "model.bin").exists():
+        print(f"building the benchmark model into {path} ...", flush=True)
+        build(path, layers=6, d_model=512, heads=8, ffn=2048, vocab_size=32000,
+              corpus_lines=200_000, quantization="int8", seed=11)
+    return path
+
+
+def raw_rate(path: Path, texts: list[str], args) -> float:
+    """Segments/s of CTranslate2 alone: tokenize, one translate_batch, detokenize."""
+    sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
+    translator = ctranslate2.Translator(str(path), device=args.device, compute_type="auto",
+                                        intra_threads=args.threads)
+    translator.translate_batch([sp.encode("warm up", out_type=str)], max_decoding_length=4)
+    started = time.perf_counter()
+    results = translator.translate_batch(
+        sp.encode(texts, out_type=str), max_batch_size=args.batch_tokens, batch_type="tokens",
+        beam_size=1, max_decoding_length=args.decode, min_decoding_length=args.decode)
+    sp.decode([r.hypotheses[0] for r in results])
+    return len(texts) / (time.perf_counter() - started)
+
+
+def naive_rate(path: Path, texts: list[str], args) -> float:
+    """Segments/s translating one segment per call, as per-request servers do."""
+    sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
+    translator = ctranslate2.Translator(str(path), device=args.device, compute_type="auto",
+                                        intra_threads=args.threads)
+    started = time.perf_counter()
+    for t in texts:
+        r = translator.translate_batch([sp.encode(t, out_type=str)], beam_size=1,
+                                       max_decoding_length=args.decode,
+                                       min_decoding_length=args.decode)
+        sp.decode(r[0].hypotheses[0])
+    return len(texts) / (time.perf_counter() - started)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+class Client:
+    """Submits jobs over HTTP and watches them finish in the DB."""
+
+    def __init__(self, stack: Stack, key: str) -> None:
+        self.url, self.auth = stack.url, {"Authorization": f"Bearer {key}"}
+        self.db = create_engine(stack.env["DATABASE_URL"])
+        self.http = requests.Session()
+
+    def submit(self, body: dict) -> tuple[str, float]:
+        started = time.perf_counter()
+        response = self.http.post(f"{self.url}/v1/jobs", json=body, headers=self.auth,
+                                  timeout=300)
+        response.raise_for_status()
+        return response.json()["id"], time.perf_counter() - started
+
+    def unfinished(self, ids: list[str]) -> int:
+        with self.db.connect() as conn:
+            done = conn.execute(text(
+                "SELECT count(*) FROM jobs WHERE status IN ('succeeded','failed','cancelled')"
+                " AND id IN (" + ",".join(f"'{i}'" for i in ids) + ")")).scalar()
+        return len(ids) - done
+
+    def wait_done(self, ids: list[str], timeout: float) -> None:
+        wait(lambda: self.unfinished(ids) == 0, timeout, f"{len(ids)} jobs done")
+        with self.db.connect() as conn:
+            failed = conn.execute(text(
+                "SELECT count(*) FROM jobs WHERE status != 'succeeded' AND id IN ("
+                + ",".join(f"'{i}'" for i in ids) + ")")).scalar()
+        if failed:
+            raise RuntimeError(f"{failed} benchmark jobs did not succeed")
+
+
+def body(segments: list[str]) -> dict:
+    return {"source_lang": "en", "target_lang": "de", "segments": segments}
+
+
+def many_small(client: Client, docs: list[list[str]]) -> dict:
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        submitted = list(pool.map(lambda d: client.submit(body(d)), docs))
+    submit_s = time.perf_counter() - started
+    ids = [job_id for job_id, _ in submitted]
+    client.wait_done(ids, timeout=3600)
+    elapsed = time.perf_counter() - started
+    latencies = [lat for _, lat in submitted]
+    return {"segments": sum(map(len, docs)), "seconds": elapsed,
+            "submit_jobs_per_s": len(docs) / submit_s,
+            "post_p50_ms": 1000 * percentile(latencies, 50),
+            "post_p99_ms": 1000 * percentile(latencies, 99)}
+
+
+def one_big(client: Client, texts: list[str]) -> dict:
+    started = time.perf_counter()
+    job_id, _ = client.submit(body(texts))
+    client.wait_done([job_id], timeout=7200)
+    return {"segments": len(texts), "seconds": time.perf_counter() - started}
+
+
+def idle_latency(client: Client, texts: list[str]) -> dict:
+    times = []
+    for t in texts:
+        started = time.perf_counter()
+        job_id, _ = client.submit(body([t]))
+        client.wait_done([job_id], timeout=120)
+        times.append(time.perf_counter() - started)
+    return {"p50_ms": 1000 * percentile(times, 50), "p99_ms": 1000 * percentile(times, 99),
+            "samples": len(times)}
+
+
+def rss_during_huge_job(client: Client, stack: Stack, texts: list[str], chunks: int) -> dict:
+    job_id, post_s = client.submit(body(texts))
+    with client.db.connect() as conn:
+        wait(lambda: conn.execute(text(
+            "SELECT count(*) FROM chunks WHERE job_id = :j AND status = 'succeeded'"),
+            {"j": job_id}).scalar() >= chunks, 3600, f"{chunks} chunks of the huge job")
+    client.http.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=client.auth, timeout=60)
+    return {"segments": len(texts), "chunks_translated": chunks, "post_seconds": post_s,
+            "web_peak_rss_mib": rss_peak_kib(stack.pid("web")) / 1024,
+            "worker_peak_rss_mib": rss_peak_kib(stack.pid("cpu")) / 1024}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default="cpu")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--decode", type=int, default=40, help="output tokens per segment")
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--docs", type=int, default=200)
+    parser.add_argument("--big", type=int, default=20_000)
+    parser.add_argument("--naive", type=int, default=200)
+    parser.add_argument("--latency-samples", type=int, default=30)
+    parser.add_argument("--rss-segments", type=int, default=200_000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args(argv)
+
+    path = bench_model(args)
+    rng = random.Random(5)
+    lines = pseudo_corpus(args.big + 5 * args.docs + args.latency_samples + 1000, seed=5)
+    docs = [[lines.pop() for _ in range(rng.randint(1, 5))] for _ in range(args.docs)]
+    big = [lines.pop() for _ in range(args.big)]
+    singles = [lines.pop() for _ in range(args.latency_samples)]
+    small_texts = [t for d in docs for t in d]
+
+    results: dict = {"name": args.name, "machine": f"{platform.machine()} "
+                     f"{os.cpu_count()} cores", "device": args.device,
+                     "threads": args.threads, "decode_tokens": args.decode,
+                     "ctranslate2": ctranslate2.__version__, "rows": {}}
+    print("raw CTranslate2 ...", flush=True)
+    raw_small = raw_rate(path, small_texts, args)
+    raw_big = raw_rate(path, big, args)
+    naive = naive_rate(path, big[: args.naive], args)
+
+    workdir = Path(tempfile.mkdtemp(prefix="stapel-bench-"))
+    stack = Stack(workdir, {
+        "STAPEL_MODEL_ROOT": str(MODEL_DIR), "STAPEL_THREADS": str(args.threads),
+        "STAPEL_DEVICE": args.device, "STAPEL_MAX_DECODING_LENGTH": str(args.decode),
+        "STAPEL_MIN_DECODING_LENGTH": str(args.decode),
+        "STAPEL_BATCH_TOKENS": str(args.batch_tokens), "STAPEL_LOG_LEVEL": "WARNING",
+        "STAPEL_GPU_THRESHOLD": str(10**9), "STAPEL_PRELOAD": PAIR,
+        "STAPEL_MAX_SEGMENTS": str(max(args.rss_segments, args.big)),
+        "STAPEL_MAX_BODY_BYTES": str(512 * 1024 * 1024)})
+    try:
+        stack.start_web()
+        stack.start_worker("cpu", args.concurrency)
+        with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
+            key = create_key(session, "bench")[1]
+        client = Client(stack, key)
+        print("many small ...", flush=True)
+        small = many_small(client, docs)
+        print("one big ...", flush=True)
+        large = one_big(client, big)
+        print("idle latency ...", flush=True)
+        latency = idle_latency(client, singles)
+        print("peak RSS during a huge job ...", flush=True)
+        rss = rss_during_huge_job(client, stack, pseudo_corpus(args.rss_segments, seed=9), 3)
+    finally:
+        stack.stop()
+
+    rows = results["rows"]
+    rows["raw (small-job segments)"] = {"segments_per_s": raw_small, "ratio": 1.0}
+    rows["many small"] = {"segments_per_s": small["segments"] / small["seconds"],
+                          "ratio": small["segments"] / small["seconds"] / raw_small, **small}
+    rows["raw (big-job segments)"] = {"segments_per_s": raw_big, "ratio": 1.0}
+    rows["one big"] = {"segments_per_s": large["segments"] / large["seconds"],
+                       "ratio": large["segments"] / large["seconds"] / raw_big, **large}
+    rows["naive (one per call)"] = {"segments_per_s": naive, "ratio": naive / raw_big}
+    results["submit"] = {k: small[k] for k in ("submit_jobs_per_s", "post_p50_ms",
+                                                "post_p99_ms")}
+    results["one_segment_idle"] = latency
+    results["huge_job_rss"] = rss
+    out = ROOT / "bench" / "results" / f"{args.name}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print("\n| row | segments/s | ratio to raw |\n|---|---:|---:|")
+    for name, row in rows.items():
+        print(f"| {name} | {row['segments_per_s']:.1f} | {row['ratio']:.2f} |")
+    print(f"\nPOST /v1/jobs: {small['submit_jobs_per_s']:.0f} jobs/s, p50 "
+          f"{small['post_p50_ms']:.0f} ms, p99 {small['post_p99_ms']:.0f} ms")
+    print(f"one-segment job on an idle worker, submit to done: p50 {latency['p50_ms']:.0f} ms,"
+          f" p99 {latency['p99_ms']:.0f} ms ({latency['samples']} samples)")
+    print(f"{args.rss_segments}-segment job: POST took {rss['post_seconds']:.1f} s; peak RSS "
+          f"web {rss['web_peak_rss_mib']:.0f} MiB, worker {rss['worker_peak_rss_mib']:.0f} MiB")
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
