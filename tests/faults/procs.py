@@ -147,6 +147,14 @@ class RedisServer:
             self.proc.wait(timeout=30)
 
 
+def _bind(sock: socket.socket, port: int) -> bool:
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    return True
+
+
 class TcpProxy:
     """A TCP forwarder in threads; `cut()` drops every connection and refuses new ones."""
 
@@ -164,7 +172,9 @@ class TcpProxy:
         """Listen on self.port and forward every connection to the target."""
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
+        # the old listener leaves LISTEN once its accept thread notices; retry briefly
+        wait_for(lambda: _bind(sock, self.port), timeout=10, interval=0.05,
+                 what=f"port {self.port} to be free again")
         sock.listen(128)
         sock.settimeout(0.2)
         self._listener = sock
@@ -214,6 +224,10 @@ class TcpProxy:
         """Close the listener (new connections are refused) and every open connection."""
         listener, self._listener = self._listener, None
         if listener is not None:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             listener.close()
         with self._lock:
             conns = list(self._conns)

@@ -23,7 +23,7 @@ from tests.faults.harness import DEADLINE_S
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
-RECOVERY_DEADLINE_S = 20
+RECOVERY_DEADLINE_S = 12
 """Grace (1 s) plus a watchdog period (1 s), with ample slack for a busy machine."""
 
 

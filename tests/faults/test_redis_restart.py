@@ -35,7 +35,7 @@ def test_redis_restart_mid_run_loses_no_job(mode, redis_server, make_stack, refe
     """aof_restart: SIGTERM, same dir (messages kept); wiped: SIGKILL, empty dir (all lost)."""
     stack = make_stack(redis_url=redis_server.url, chunk_segments=100)
     stack.start("a")
-    ids = stack.submit([500, 500, 500, 500])
+    ids = stack.submit([400, 400, 400, 400])
     wait_for(lambda: any(j.segments_done for j in stack.jobs(ids).values()),
              timeout=DEADLINE_S, interval=0.05, what="translation to start")
 

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 def test_sigterm_lets_running_jobs_finish(make_stack, reference, report):
     stack = make_stack()
     (first,) = stack.start("a")
-    ids = stack.submit([1500, 1500, 150, 150])
+    ids = stack.submit([1000, 1000, 150, 150])
     chunk = wait_for(lambda: stack.running_on(ids[0]) or stack.running_on(ids[1]),
                      timeout=DEADLINE_S, interval=0.05, what="a big job to be running")
     running = [j for j in ids[:2] if any(c.status == "running" for c in stack.chunks(j))]

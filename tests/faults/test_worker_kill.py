@@ -12,7 +12,7 @@ from tests.faults.harness import DEADLINE_S
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
-BIG, SMALL = 2000, 150
+BIG, SMALL = 1500, 150
 
 
 def test_sigkill_mid_job_is_resumed_on_another_worker(make_stack, reference, report):
