@@ -9,6 +9,8 @@ from app.config import Settings
 
 def create_app(overrides: dict | None = None) -> Flask:
     """Create the Flask app; overrides replace settings read from the environment."""
+    import redis
+
     from app import cli, logs
     from app.api import errors, health, v1
     from app.broker import make_celery
@@ -28,6 +30,8 @@ def create_app(overrides: dict | None = None) -> Flask:
         engine=engine,
         sessions=make_session_factory(engine),
         celery=make_celery(settings.redis_url),
+        redis=redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
+                                   socket_timeout=2),
     )
     app.teardown_appcontext(close_session)
     errors.register(app)

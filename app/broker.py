@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 
 import redis
 from celery import Celery
@@ -41,7 +42,7 @@ def send_chunk(celery: Celery, message: ChunkMessage, task_id: str) -> bool:
         celery.send_task(
             TRANSLATE_TASK,
             args=[message.chunk_id],
-            queue=message.pool,
+            queue=message.queue or message.pool,
             priority=broker_priority(message.priority),
             task_id=task_id,
         )
@@ -77,6 +78,28 @@ def send_callback(celery: Celery, job_id: str) -> bool:
                     job_id, type(exc).__name__)
         return False
     return True
+
+
+def model_queue(pool: str, pair: str) -> str:
+    """Return the queue of a pool's workers that have pair loaded (`cpu.en-de`)."""
+    return f"{pool}.{pair}"
+
+
+def served_model_queues(records: dict[str, dict]) -> set[str]:
+    """Return the model queues some live worker consumes, from presence records."""
+    return {model_queue(r.get("pool", ""), pair) for r in records.values()
+            for pair in r.get("models", [])}
+
+
+def route_to_loaded(messages: list[ChunkMessage], pair: str, served: set[str]
+                    ) -> list[ChunkMessage]:
+    """Send chunks to the model queue when a worker of their pool has pair loaded.
+
+    A cold pool keeps the shared queue, where any worker takes the task and loads the
+    model on demand.
+    """
+    return [replace(m, queue=model_queue(m.pool, pair))
+            if model_queue(m.pool, pair) in served else m for m in messages]
 
 
 def live_task_ids(client: redis.Redis, queues: list[str]) -> set[str]:

@@ -61,6 +61,8 @@ class ChunkMessage:
     job_id: str
     pool: str
     priority: int
+    queue: str | None = None
+    """Where to send it; None means the pool's shared queue."""
 
 
 def route_pool(segments_total: int, gpu_threshold: int) -> str:

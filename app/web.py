@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+import redis
 from celery import Celery
 from flask import current_app, g
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.broker import served_model_queues
 from app.config import Settings
+from app.presence import read_all
+
+SERVED_CACHE_S = 2.0
+"""How long the web trusts its view of which model queues workers serve."""
 
 
 @dataclass
@@ -20,6 +27,19 @@ class Stapel:
     engine: Engine
     sessions: sessionmaker[Session]
     celery: Celery
+    redis: redis.Redis
+    _served: tuple[float, set[str]] = (0.0, set())
+
+    def served_queues(self) -> set[str]:
+        """Return the model queues live workers consume (cached briefly; empty if unknown)."""
+        read_at, served = self._served
+        if time.monotonic() - read_at > SERVED_CACHE_S:
+            try:
+                served = served_model_queues(read_all(self.redis))
+            except redis.RedisError:
+                served = set()
+            self._served = (time.monotonic(), served)
+        return served
 
 
 def stapel() -> Stapel:

@@ -15,7 +15,7 @@ from autoscaler.backends.base import Backend, BackendError
 from autoscaler.config import PoolSettings
 from autoscaler.load import read_counts, worker_views
 from autoscaler.policy import Decision, Load, PolicyState, decide
-from workers.presence import read_all
+from app.presence import read_all
 
 log = logging.getLogger(__name__)
 

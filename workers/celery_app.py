@@ -23,7 +23,7 @@ def _start(sender=None, **_kwargs) -> None:
     global _publisher
     from workers.runner import start
 
-    _publisher = start(getattr(sender, "hostname", None) or "worker")
+    _publisher = start(getattr(sender, "hostname", None) or "worker", sender)
 
 
 @signals.worker_shutdown.connect

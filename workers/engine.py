@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +67,8 @@ class Engine:
         max_decoding_length: int = 256,
         min_decoding_length: int = 0,
         beam_size: int = 1,
+        on_load: Callable[[str], None] | None = None,
+        on_evict: Callable[[str], None] | None = None,
     ) -> None:
         self.model_root = Path(model_root)
         self.device = pick_device(device)
@@ -77,6 +79,7 @@ class Engine:
         self.batch_wait_s = batch_wait_s
         self.options = {"beam_size": beam_size, "max_decoding_length": max_decoding_length,
                         "min_decoding_length": min_decoding_length}
+        self.on_load, self.on_evict = on_load, on_evict
         self._loaded: OrderedDict[str, LoadedModel] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -89,7 +92,11 @@ class Engine:
         return list(self._loaded)
 
     def model(self, pair: str) -> LoadedModel:
-        """Return the loaded model for pair, loading it (and evicting the oldest) if needed."""
+        """Return the loaded model for pair, loading it (and evicting the oldest) if needed.
+
+        `on_load(pair)` runs after a load and `on_evict(pair)` after an eviction, outside
+        the lock (workers use them to join and leave the pair's model queue).
+        """
         with self._lock:
             if pair in self._loaded:
                 self._loaded.move_to_end(pair)
@@ -99,11 +106,18 @@ class Engine:
                 raise PermanentTranslationError(f"no model for language pair {pair!r}")
             model = self._load(found)
             self._loaded[pair] = model
+            evicted = []
             while len(self._loaded) > self.max_loaded:
-                evicted, old = self._loaded.popitem(last=False)
+                name, old = self._loaded.popitem(last=False)
                 old.batcher.close()
-                log.info("model evicted pair=%s", evicted)
-            return model
+                evicted.append(name)
+                log.info("model evicted pair=%s", name)
+        for name in evicted:
+            if self.on_evict:
+                self.on_evict(name)
+        if self.on_load:
+            self.on_load(pair)
+        return model
 
     def _load(self, found: ModelDir) -> LoadedModel:
         compute_type = self.compute_type

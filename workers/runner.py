@@ -16,17 +16,23 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import callbacks
-from app.broker import live_task_ids, send_callback, send_chunk
+from app.broker import (
+    live_task_ids,
+    model_queue,
+    send_callback,
+    send_chunk,
+    served_model_queues,
+)
 from app.chunks import Claim, claim_chunk, fail_chunk, finish_chunk, pending_segments, record_batch
 from app.config import Settings
 from app.db import make_engine, make_session_factory
 from app.exceptions import PermanentTranslationError
 from app.jobs import chunk_messages, mark_sent
 from app.models import new_id, utcnow
+from app.presence import Publisher, read_all
 from app.watchdog import reconcile
 from workers.celery_app import celery
 from workers.engine import Engine
-from workers.presence import Publisher
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,16 +81,37 @@ def state() -> WorkerState:
     )
 
 
-def start(hostname: str) -> Publisher:
-    """Start this worker's presence publisher and load the pairs named in STAPEL_PRELOAD."""
+def _join_model_queue(hostname: str, pair: str) -> None:
+    queue = model_queue(state().settings.pool, pair)
+    celery.control.add_consumer(queue, destination=[hostname], reply=False)
+    log.info("joined model queue queue=%s worker=%s", queue, hostname)
+
+
+def _leave_model_queue(hostname: str, pair: str) -> None:
+    queue = model_queue(state().settings.pool, pair)
+    celery.control.cancel_consumer(queue, destination=[hostname], reply=False)
+    log.info("left model queue queue=%s worker=%s", queue, hostname)
+
+
+def start(hostname: str, consumer) -> Publisher:
+    """Start presence, load STAPEL_PRELOAD pairs, join model queues as models load.
+
+    Runs in the worker's main thread before it consumes: preloaded pairs join their
+    queues through the consumer directly (a broadcast sent now would not be heard);
+    pairs loaded later by tasks join through a control broadcast to this worker.
+    """
     current = state()
-    publisher = Publisher(current.redis, hostname, current.snapshot)
-    publisher.start()
+    pool = current.settings.pool
+    current.engine.on_load = lambda pair: consumer.add_task_queue(model_queue(pool, pair))
+    current.engine.on_evict = functools.partial(_leave_model_queue, hostname)
     for pair in current.settings.preload:
         try:
             current.engine.model(pair)
         except PermanentTranslationError as exc:
             log.error("preload failed pair=%s error=%s", pair, exc)
+    current.engine.on_load = functools.partial(_join_model_queue, hostname)
+    publisher = Publisher(current.redis, hostname, current.snapshot)
+    publisher.start()
     return publisher
 
 
@@ -100,27 +127,27 @@ def with_db_retry(session: Session, call: Callable[[], T]) -> T:
     return call()
 
 
-def run_chunk(chunk_id: str, worker: str) -> str:
+def run_chunk(chunk_id: str, worker: str, queue: str = "") -> str:
     """Claim, translate and finish one chunk; return what happened, for the task result."""
     current = state()
     with current.lock:
         current.busy += 1
     try:
-        return _run_chunk(current, chunk_id, worker)
+        return _run_chunk(current, chunk_id, worker, queue)
     finally:
         with current.lock:
             current.busy -= 1
 
 
-def _run_chunk(current: WorkerState, chunk_id: str, worker: str) -> str:
+def _run_chunk(current: WorkerState, chunk_id: str, worker: str, queue: str) -> str:
     with current.sessions() as session:
         claim = with_db_retry(session, lambda: claim_chunk(session, chunk_id, worker))
         if claim is None:
             log.info("chunk not claimable, skipping chunk_id=%s worker=%s", chunk_id, worker)
             return "skipped"
         log.info(
-            "chunk claimed logid=%s chunk=%d attempt=%d worker=%s",
-            claim.job_id, claim.chunk_idx, claim.attempt, worker,
+            "chunk claimed logid=%s chunk=%d attempt=%d worker=%s queue=%s",
+            claim.job_id, claim.chunk_idx, claim.attempt, worker, queue,
         )
         try:
             return _translate(current, session, claim)
@@ -187,7 +214,8 @@ def run_watchdog() -> str:
     """Run one watchdog pass and send what it found lost; return its summary line."""
     current = state()
     try:
-        live: set[str] | None = live_task_ids(current.redis, ["cpu", "gpu"])
+        served = sorted(served_model_queues(read_all(current.redis)))
+        live: set[str] | None = live_task_ids(current.redis, ["cpu", "gpu", *served])
     except redis.RedisError as exc:
         log.warning("watchdog cannot read the broker error=%s", exc)
         live = None

@@ -9,7 +9,8 @@ from workers.celery_app import celery
 @celery.task(name="stapel.translate_chunk", bind=True)
 def translate_chunk(self, chunk_id: str) -> str:
     """Translate one chunk of a job (claimed with a compare-and-set, so at most once)."""
-    return runner.run_chunk(chunk_id, self.request.hostname or "worker")
+    queue = (self.request.delivery_info or {}).get("routing_key", "")
+    return runner.run_chunk(chunk_id, self.request.hostname or "worker", queue)
 
 
 @celery.task(name="stapel.watchdog")

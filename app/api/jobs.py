@@ -12,7 +12,7 @@ from flask import Response, g, jsonify, request, stream_with_context, url_for
 from app import jobs
 from app.api import v1
 from app.api.parsing import Limits, idempotency_key, parse_json, parse_upload
-from app.broker import send_callback, send_chunks
+from app.broker import route_to_loaded, send_callback, send_chunks
 from app.exceptions import ValidationError
 from app.models import JOB_STATES, Job
 from app.registry import scan
@@ -83,7 +83,9 @@ def create_job():
         gpu_threshold=ext.settings.gpu_threshold, chunk_segments=ext.settings.chunk_segments,
     )
     if created:
-        jobs.mark_sent(session, send_chunks(ext.celery, jobs.chunk_messages(session, job.id)))
+        messages = route_to_loaded(jobs.chunk_messages(session, job.id), job.pair,
+                                   ext.served_queues())
+        jobs.mark_sent(session, send_chunks(ext.celery, messages))
     response = jsonify(job_json(job))
     response.status_code = 202 if created else 200
     response.headers["Location"] = url_for("v1.get_job", job_id=job.id)

@@ -19,7 +19,7 @@ from autoscaler.backends.local import LocalBackend
 from autoscaler.config import PoolLimits, PoolSettings
 from autoscaler.loop import PoolLoop
 from tests.factories import job_body, sentences, wait_for
-from workers.presence import read_all
+from app.presence import read_all
 
 pytestmark = pytest.mark.e2e
 
