@@ -25,5 +25,8 @@ run: migrate
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+bench: install
+	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
+
 clean:
 	rm -rf var .cache

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The throughput table of bench/throughput.py on a GPU (made for a lent H200): one
+# command, under 8 minutes. Needs the project's virtualenv (`make install`) and the
+# CUDA build of CTranslate2 that the ctranslate2 wheel ships; builds the
+# Transformer-base benchmark model into .cache/models/ on first use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || make install
+exec .venv/bin/python -m bench.throughput --name gpu --device cuda \
+  --batch-tokens 16384 --concurrency 32 --docs 200 --big 20000 --naive 200 \
+  --latency-samples 30 --rss-segments 200000 "$@"
