@@ -40,9 +40,12 @@ class _Item:
 class Request:
     """One task's segments in the batcher; iterate it to receive translated batches."""
 
-    def __init__(self, job_id: str | None, count: int) -> None:
+    def __init__(self, job_id: str | None, count: int, batcher: Batcher | None = None,
+                 tick_s: float | None = None) -> None:
         self.job_id = job_id
         self.remaining = count
+        self.batcher = batcher
+        self.tick_s = tick_s
         self._results: queue.Queue = queue.Queue()
         if count == 0:
             self._results.put(_DONE)
@@ -57,8 +60,17 @@ class Request:
         self._results.put(exc)
 
     def __iter__(self) -> Iterator[list[tuple[int, str]]]:
+        """Yield translated parts; with tick_s, also an empty part after each quiet tick_s.
+
+        The empty parts let a waiting task heartbeat and notice a cancel while its
+        segments queue behind other work (see Batcher.progressing).
+        """
         while True:
-            part = self._results.get()
+            try:
+                part = self._results.get(timeout=self.tick_s)
+            except queue.Empty:
+                yield []
+                continue
             if part is _DONE:
                 return
             if isinstance(part, BaseException):
@@ -98,6 +110,7 @@ class Batcher:
         self.options = options
         self.name = name
         self.stats = BatchStats()
+        self.last_progress = time.monotonic()
         self._heap: list[_Item] = []
         self._arrivals: deque[tuple[int, float]] = deque()
         self._taken: set[int] = set()
@@ -109,11 +122,11 @@ class Batcher:
         self._thread.start()
 
     def submit(self, items: list[tuple[int, str]], *, priority: int = 5,
-               job_id: str | None = None) -> Request:
+               job_id: str | None = None, tick_s: float | None = None) -> Request:
         """Queue (index, text) items; blank texts come back at once, untranslated."""
         blank = [(i, t) for i, t in items if not t.strip()]
         work = [(i, t) for i, t in items if t.strip()]
-        request = Request(job_id, len(items))
+        request = Request(job_id, len(items), self, tick_s)
         if blank:
             request._deliver(blank)
         if not work:
@@ -129,6 +142,12 @@ class Batcher:
                 self._pending_tokens += max(len(tokens[p]), 1)
             self._cond.notify()
         return request
+
+    def progressing(self, within_s: float) -> bool:
+        """Return whether a batch finished, or the batcher was idle, within within_s."""
+        with self._cond:
+            idle = not self._heap
+        return idle or time.monotonic() - self.last_progress < within_s
 
     def close(self) -> None:
         """Let the batcher thread exit once the queued segments are translated."""
@@ -172,6 +191,7 @@ class Batcher:
         while (batch := self._next_batch()) is not None:
             try:
                 self._translate(batch)
+                self.last_progress = time.monotonic()
             except Exception as exc:  # hand any engine failure to the waiting tasks
                 log.exception("batch failed model=%s", self.name)
                 for request in {id(i.request): i.request for i in batch}.values():

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ import sentencepiece as spm
 
 from app.exceptions import PermanentTranslationError
 from app.registry import ModelDir, scan
-from workers.batcher import Batcher
+from workers.batcher import Batcher, Request
 
 log = logging.getLogger(__name__)
 
@@ -141,15 +141,16 @@ class Engine:
 
     def translate_batches(
         self, pair: str, items: Iterable[tuple[int, str]], *, priority: int = 5,
-        job_id: str | None = None,
-    ) -> Iterator[list[tuple[int, str]]]:
-        """Yield lists of (index, translation), batch by batch, until every item is done.
+        job_id: str | None = None, tick_s: float | None = None,
+    ) -> Request:
+        """Return an iterable of lists of (index, translation), batch by batch.
 
         The model's batcher may merge these segments with other callers' into shared
-        batches. Empty and whitespace-only segments come back unchanged.
+        batches. Empty and whitespace-only segments come back unchanged. With tick_s, an
+        empty list comes every tick_s seconds that nothing arrives (for heartbeats).
         """
-        yield from self.model(pair).batcher.submit(list(items), priority=priority,
-                                                   job_id=job_id)
+        return self.model(pair).batcher.submit(list(items), priority=priority,
+                                               job_id=job_id, tick_s=tick_s)
 
     def translate(self, pair: str, texts: list[str]) -> list[str]:
         """Translate texts and return them in the same order."""

@@ -162,9 +162,14 @@ def _run_chunk(current: WorkerState, chunk_id: str, worker: str, queue: str) -> 
 def _translate(current: WorkerState, session: Session, claim: Claim) -> str:
     pending = with_db_retry(session, lambda: pending_segments(session, claim))
     started = time.monotonic()
+    settings = current.settings
     batches = current.engine.translate_batches(claim.pair, pending, priority=claim.priority,
-                                               job_id=claim.job_id)
+                                               job_id=claim.job_id, tick_s=settings.heartbeat_s)
     for batch in batches:
+        # A quiet tick heartbeats only while the model's batcher is getting through
+        # work: a hung translation must stop the heartbeats so the watchdog acts.
+        if not batch and not batches.batcher.progressing(settings.heartbeat_timeout_s / 2):
+            continue
         if not with_db_retry(session, lambda part=batch: record_batch(session, claim, part)):
             log.info("chunk stopped: cancelled or requeued logid=%s chunk=%d",
                      claim.job_id, claim.chunk_idx)

@@ -86,3 +86,12 @@ def test_closed_batcher_finishes_queued_work(model):
     loaded.batcher.close()
     (parts,) = collect(request)
     assert sorted(i for part in parts for i, _ in part) == [0, 1]
+
+
+def test_waiting_request_ticks_so_its_task_can_heartbeat(model_root):
+    engine = Engine(model_root, max_decoding_length=8, batch_tokens=10_000, batch_wait_s=0.5)
+    batcher = engine.model("en-de").batcher
+    parts = list(batcher.submit([(0, "hello"), (1, "there")], tick_s=0.05))
+    assert parts[0] == []  # nothing yet: the batch waits up to wait_s for company
+    assert sorted(i for part in parts for i, _ in part) == [0, 1]
+    assert batcher.progressing(within_s=60)
