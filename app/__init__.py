@@ -13,9 +13,11 @@ def create_app(overrides: dict | None = None) -> Flask:
 
     from app import cli, logs
     from app.api import errors, health, v1
+    from app.api.openapi import docs
     from app.broker import make_celery
     from app.db import make_engine, make_session_factory
-    from app.web import Stapel, close_session
+    from app.metrics import web_registry
+    from app.web import Stapel, assign_request_id, close_session, echo_request_id
 
     settings = Settings.from_env()
     if overrides:
@@ -25,17 +27,22 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False
     engine = make_engine(settings.database_url)
+    sessions = make_session_factory(engine)
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
     app.extensions["stapel"] = Stapel(
         settings=settings,
         engine=engine,
-        sessions=make_session_factory(engine),
+        sessions=sessions,
         celery=make_celery(settings.redis_url),
-        redis=redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
-                                   socket_timeout=2),
+        redis=client,
+        metrics=web_registry(sessions, client),
     )
+    app.before_request(assign_request_id)
+    app.after_request(echo_request_id)
     app.teardown_appcontext(close_session)
     errors.register(app)
     app.register_blueprint(v1)
     app.register_blueprint(health)
+    app.register_blueprint(docs)
     cli.register(app)
     return app

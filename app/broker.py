@@ -19,7 +19,6 @@ log = logging.getLogger(__name__)
 TRANSLATE_TASK = "stapel.translate_chunk"
 """The stable name of the task that translates one chunk."""
 
-UNACKED_KEY = "unacked"
 PRIORITY_SEP = ":"
 
 
@@ -102,15 +101,19 @@ def route_to_loaded(messages: list[ChunkMessage], pair: str, served: set[str]
             if model_queue(m.pool, pair) in served else m for m in messages]
 
 
-def live_task_ids(client: redis.Redis, queues: list[str]) -> set[str]:
-    """Return the ids of task messages waiting in the queues or delivered but unacked."""
+def waiting_task_ids(client: redis.Redis, queues: list[str]) -> set[str]:
+    """Return the ids of task messages still waiting in the queues (all priorities).
+
+    Messages already delivered (Redis's `unacked` hash) do not count: a chunk that stays
+    `queued` past the grace period after its message was delivered lost its worker
+    between delivery and claim, and sending it again is safe (the claim is a
+    compare-and-set), while waiting for the visibility timeout would take hours.
+    """
     ids: set[str] = set()
     keys = [q if p == 0 else f"{q}{PRIORITY_SEP}{p}" for q in queues for p in range(10)]
     for key in keys:
         for raw in client.lrange(key, 0, -1):
             ids.add(_task_id(json.loads(raw)))
-    for raw in client.hvals(UNACKED_KEY):
-        ids.add(_task_id(json.loads(raw)[0]))
     ids.discard("")
     return ids
 

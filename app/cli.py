@@ -1,4 +1,5 @@
-"""Operator commands: `flask --app app keys create --tenant acme`, `keys revoke`, `keys list`."""
+"""Operator commands: `flask --app app keys create --tenant acme`, `keys revoke`, `keys list`,
+`jobs requeue ID`, `jobs cancel ID`, `jobs purge --older-than-days N`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ def register(app: Flask) -> None:
     """Attach the command groups to the app."""
     app.cli.add_command(keys)
     app.cli.add_command(tenants)
+    app.cli.add_command(jobs_group)
 
 
 def _session():
@@ -78,3 +80,58 @@ def tenants_secret(name: str) -> None:
     if secret is None:
         raise click.ClickException(f"no tenant named {name!r}")
     click.echo(secret)
+
+
+jobs_group = AppGroup("jobs", help="Requeue, cancel and purge any tenant's jobs.")
+
+
+@jobs_group.command("requeue")
+@click.argument("job_id")
+def jobs_requeue(job_id: str) -> None:
+    """Send a failed, cancelled or stuck job's unfinished chunks again."""
+    from app.admin import requeue_job
+    from app.broker import send_chunks
+    from app.exceptions import StapelError
+    from app.jobs import mark_sent
+    from app.web import stapel
+
+    with _session() as session:
+        try:
+            messages = requeue_job(session, job_id)
+        except StapelError as exc:
+            raise click.ClickException(exc.message) from None
+        sent = send_chunks(stapel().celery, messages)
+        mark_sent(session, sent)
+    click.echo(f"requeued job {job_id}: {len(sent)} of {len(messages)} chunk(s) sent"
+               + ("" if len(sent) == len(messages) else "; the watchdog sends the rest"))
+
+
+@jobs_group.command("cancel")
+@click.argument("job_id")
+def jobs_cancel(job_id: str) -> None:
+    """Cancel a queued or running job of any tenant."""
+    from app.admin import cancel_job
+    from app.broker import send_callback
+    from app.exceptions import StapelError
+    from app.web import stapel
+
+    with _session() as session:
+        try:
+            job = cancel_job(session, job_id)
+        except StapelError as exc:
+            raise click.ClickException(exc.message) from None
+        if job.callback_status == "pending":
+            send_callback(stapel().celery, job.id)
+    click.echo(f"cancelled job {job_id}")
+
+
+@jobs_group.command("purge")
+@click.option("--older-than-days", type=click.FloatRange(min=0), required=True,
+              help="Delete jobs that ended more than this many days ago.")
+def jobs_purge(older_than_days: float) -> None:
+    """Delete finished jobs (succeeded, failed, cancelled) and all their rows."""
+    from app.admin import purge_jobs
+
+    with _session() as session:
+        count = purge_jobs(session, older_than_days)
+    click.echo(f"purged {count} job(s)")

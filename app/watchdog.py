@@ -53,8 +53,9 @@ def reconcile(
 ) -> Report:
     """Run one pass; the returned report lists (message, task id) pairs to send now.
 
-    `live_task_ids` is what the broker holds; None means it could not be read, and then
-    only chunks never sent at all are resent.
+    `live_task_ids` are the task messages waiting in the broker (see
+    app.broker.waiting_task_ids); None means the broker could not be read, and then only
+    chunks never sent at all are resent.
     """
     report = Report()
     _requeue_stale(session, report, now - timedelta(seconds=heartbeat_timeout_s), max_attempts)

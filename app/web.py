@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from dataclasses import dataclass
 
 import redis
 from celery import Celery
-from flask import current_app, g
+from flask import Response, current_app, g, request
+from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -28,6 +31,7 @@ class Stapel:
     sessions: sessionmaker[Session]
     celery: Celery
     redis: redis.Redis
+    metrics: CollectorRegistry | None = None
     _served: tuple[float, set[str]] = (0.0, set())
 
     def served_queues(self) -> set[str]:
@@ -59,3 +63,24 @@ def close_session(_exc: BaseException | None = None) -> None:
     session = g.pop("db", None)
     if session is not None:
         session.close()
+
+
+REQUEST_ID_HEADER = "X-Request-ID"
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+
+
+def assign_request_id() -> None:
+    """Take the request id from X-Request-ID (when well-formed) or make one."""
+    given = request.headers.get(REQUEST_ID_HEADER, "")
+    g.request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+
+
+def echo_request_id(response: Response) -> Response:
+    """Return the request id in the response and count the request for /metrics."""
+    from app.metrics import HTTP_REQUESTS
+
+    if "request_id" in g:
+        response.headers[REQUEST_ID_HEADER] = g.request_id
+    HTTP_REQUESTS.labels(request.method, request.url_rule.rule if request.url_rule else "other",
+                         str(response.status_code)).inc()
+    return response

@@ -11,11 +11,12 @@ import redis
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.metrics import publish_decision
+from app.presence import read_all
 from autoscaler.backends.base import Backend, BackendError
 from autoscaler.config import PoolSettings
 from autoscaler.load import read_counts, worker_views
 from autoscaler.policy import Decision, Load, PolicyState, decide
-from app.presence import read_all
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class PoolLoop:
                             name, decision.replicas, exc)
                 return decision
         self.state = decision.state
+        publish_decision(self.redis, name, current, decision.replicas)
         if decision.changes(current) or decision.reason != self._last_reason:
             log.info("decision pool=%s running=%d queued=%d busy=%d current=%d wanted=%d "
                      "set=%d reason=%s", name, load.running, load.queued, load.busy_workers,

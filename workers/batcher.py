@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import ctranslate2
 import sentencepiece as spm
 
+from app import metrics
+
 log = logging.getLogger(__name__)
 
 _DONE = object()
@@ -131,7 +133,9 @@ class Batcher:
             request._deliver(blank)
         if not work:
             return request
+        encode_started = time.monotonic()
         tokens = self.source.encode([t for _, t in work], out_type=str)
+        metrics.observe_stage("tokenize", time.monotonic() - encode_started)
         order = sorted(range(len(work)), key=lambda p: len(tokens[p]))
         now = time.monotonic()
         with self._cond:
@@ -198,8 +202,10 @@ class Batcher:
                     request._fail(exc)
 
     def _translate(self, batch: list[_Item]) -> None:
+        started = time.monotonic()
         results = self.translator.translate_batch([item.tokens for item in batch], **self.options)
         outputs = self.target.decode([r.hypotheses[0] for r in results])
+        metrics.observe_stage("translate", time.monotonic() - started)
         parts: dict[int, tuple[Request, list[tuple[int, str]]]] = {}
         for item, text in zip(batch, outputs, strict=True):
             parts.setdefault(id(item.request), (item.request, []))[1].append((item.index, text))
@@ -213,7 +219,9 @@ class Batcher:
 
     def _count(self, batch: list[_Item]) -> None:
         longest = max(max(len(i.tokens), 1) for i in batch)
+        real = sum(max(len(i.tokens), 1) for i in batch)
         self.stats.batches += 1
         self.stats.segments += len(batch)
         self.stats.padded_tokens += longest * len(batch)
-        self.stats.real_tokens += sum(max(len(i.tokens), 1) for i in batch)
+        self.stats.real_tokens += real
+        metrics.observe_batch(self.name, len(batch), real, longest * len(batch))

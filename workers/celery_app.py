@@ -16,17 +16,22 @@ def _setup_logging(loglevel=None, **_kwargs) -> None:
 
 
 _publisher = None
+_tracer = None
 
 
 @signals.worker_ready.connect
 def _start(sender=None, **_kwargs) -> None:
-    global _publisher
-    from workers.runner import start
+    global _publisher, _tracer
+    from workers.runner import start, start_observability
 
-    _publisher = start(getattr(sender, "hostname", None) or "worker", sender)
+    hostname = getattr(sender, "hostname", None) or "worker"
+    _publisher = start(hostname, sender)
+    _tracer = start_observability(hostname)
 
 
 @signals.worker_shutdown.connect
 def _stop(**_kwargs) -> None:
+    if _tracer is not None:
+        _tracer.stop()
     if _publisher is not None:
         _publisher.stop()

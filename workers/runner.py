@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -12,24 +13,26 @@ from typing import TypeVar
 
 import redis
 import requests
+from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import callbacks
+from app import callbacks, logs, metrics
 from app.broker import (
-    live_task_ids,
     model_queue,
     send_callback,
     send_chunk,
     served_model_queues,
+    waiting_task_ids,
 )
 from app.chunks import Claim, claim_chunk, fail_chunk, finish_chunk, pending_segments, record_batch
-from app.config import Settings
+from app.config import Settings, env_float, env_int
 from app.db import make_engine, make_session_factory
 from app.exceptions import PermanentTranslationError
 from app.jobs import chunk_messages, mark_sent
-from app.models import new_id, utcnow
+from app.models import Chunk, new_id, utcnow
 from app.presence import Publisher, read_all
+from app.tracer import Tracer
 from app.watchdog import reconcile
 from workers.celery_app import celery
 from workers.engine import Engine
@@ -93,6 +96,26 @@ def _leave_model_queue(hostname: str, pair: str) -> None:
     log.info("left model queue queue=%s worker=%s", queue, hostname)
 
 
+def _counting(on_load: Callable[[str], None]) -> Callable[[str], None]:
+    def loaded(pair: str) -> None:
+        metrics.MODEL_LOADS.labels(pair).inc()
+        on_load(pair)
+    return loaded
+
+
+def start_observability(hostname: str, env: dict | None = None) -> Tracer | None:
+    """Serve metrics on STAPEL_METRICS_PORT and write tracer blocks when logging to files."""
+    env = dict(os.environ if env is None else env)
+    port = env_int(env, "STAPEL_METRICS_PORT", 0)
+    if port:
+        metrics.start_exporter(port)
+    if logs.log_dir(env) is None:
+        return None
+    current = state()
+    interval = env_float(env, "STAPEL_TRACER_S", 60.0)
+    return Tracer(hostname, current.sessions, current.redis, interval).start()
+
+
 def start(hostname: str, consumer) -> Publisher:
     """Start presence, load STAPEL_PRELOAD pairs, join model queues as models load.
 
@@ -102,14 +125,15 @@ def start(hostname: str, consumer) -> Publisher:
     """
     current = state()
     pool = current.settings.pool
-    current.engine.on_load = lambda pair: consumer.add_task_queue(model_queue(pool, pair))
+    current.engine.on_load = _counting(
+        lambda pair: consumer.add_task_queue(model_queue(pool, pair)))
     current.engine.on_evict = functools.partial(_leave_model_queue, hostname)
     for pair in current.settings.preload:
         try:
             current.engine.model(pair)
         except PermanentTranslationError as exc:
             log.error("preload failed pair=%s error=%s", pair, exc)
-    current.engine.on_load = functools.partial(_join_model_queue, hostname)
+    current.engine.on_load = _counting(functools.partial(_join_model_queue, hostname))
     publisher = Publisher(current.redis, hostname, current.snapshot)
     publisher.start()
     return publisher
@@ -143,26 +167,43 @@ def _run_chunk(current: WorkerState, chunk_id: str, worker: str, queue: str) -> 
     with current.sessions() as session:
         claim = with_db_retry(session, lambda: claim_chunk(session, chunk_id, worker))
         if claim is None:
-            log.info("chunk not claimable, skipping chunk_id=%s worker=%s", chunk_id, worker)
+            job_id = with_db_retry(session, lambda: session.scalar(
+                select(Chunk.job_id).where(Chunk.id == chunk_id)))
+            log.info("chunk not claimable, skipping logid=%s chunk_id=%s worker=%s",
+                     job_id or "-", chunk_id, worker)
             return "skipped"
-        log.info(
-            "chunk claimed logid=%s chunk=%d attempt=%d worker=%s queue=%s",
-            claim.job_id, claim.chunk_idx, claim.attempt, worker, queue,
-        )
-        try:
-            return _translate(current, session, claim)
-        except PermanentTranslationError as exc:
-            return _fail(current, session, claim, str(exc), retry=False)
-        except (RuntimeError, ValueError) as exc:
-            log.exception("chunk translation error logid=%s chunk=%d",
-                          claim.job_id, claim.chunk_idx)
-            return _fail(current, session, claim, f"{type(exc).__name__}: {exc}", retry=True)
+        with logs.job_context(claim.job_id, claim.chunk_idx):
+            outcome = _run_claimed(current, session, claim, worker, queue)
+        metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
+        return outcome
+
+
+def _run_claimed(current: WorkerState, session: Session, claim: Claim, worker: str,
+                 queue: str) -> str:
+    sent_at = with_db_retry(session, lambda: session.scalar(
+        select(Chunk.sent_at).where(Chunk.id == claim.chunk_id)))
+    if sent_at is not None:
+        metrics.observe_stage("queue_wait", max(0.0, (utcnow() - sent_at).total_seconds()))
+    log.info(
+        "chunk claimed logid=%s chunk=%d attempt=%d worker=%s queue=%s",
+        claim.job_id, claim.chunk_idx, claim.attempt, worker, queue,
+    )
+    try:
+        return _translate(current, session, claim)
+    except PermanentTranslationError as exc:
+        return _fail(current, session, claim, str(exc), retry=False)
+    except (RuntimeError, ValueError) as exc:
+        log.exception("chunk translation error logid=%s chunk=%d",
+                      claim.job_id, claim.chunk_idx)
+        return _fail(current, session, claim, f"{type(exc).__name__}: {exc}", retry=True)
 
 
 def _translate(current: WorkerState, session: Session, claim: Claim) -> str:
     pending = with_db_retry(session, lambda: pending_segments(session, claim))
     started = time.monotonic()
     settings = current.settings
+    cached = claim.pair in current.engine.loaded_pairs()
+    metrics.MODEL_CACHE.labels(claim.pair, "hit" if cached else "miss").inc()
     batches = current.engine.translate_batches(claim.pair, pending, priority=claim.priority,
                                                job_id=claim.job_id, tick_s=settings.heartbeat_s)
     for batch in batches:
@@ -170,7 +211,12 @@ def _translate(current: WorkerState, session: Session, claim: Claim) -> str:
         # work: a hung translation must stop the heartbeats so the watchdog acts.
         if not batch and not batches.batcher.progressing(settings.heartbeat_timeout_s / 2):
             continue
-        if not with_db_retry(session, lambda part=batch: record_batch(session, claim, part)):
+        write_started = time.monotonic()
+        owned = with_db_retry(session, lambda part=batch: record_batch(session, claim, part))
+        metrics.observe_stage("write", time.monotonic() - write_started)
+        if batch:
+            metrics.observe_segments(settings.pool, claim.pair, len(batch))
+        if not owned:
             log.info("chunk stopped: cancelled or requeued logid=%s chunk=%d",
                      claim.job_id, claim.chunk_idx)
             return "stopped"
@@ -220,7 +266,7 @@ def run_watchdog() -> str:
     current = state()
     try:
         served = sorted(served_model_queues(read_all(current.redis)))
-        live: set[str] | None = live_task_ids(current.redis, ["cpu", "gpu", *served])
+        live: set[str] | None = waiting_task_ids(current.redis, ["cpu", "gpu", *served])
     except redis.RedisError as exc:
         log.warning("watchdog cannot read the broker error=%s", exc)
         live = None
@@ -234,6 +280,10 @@ def run_watchdog() -> str:
             grace_s=settings.requeue_grace_s,
             live_task_ids=live,
         )
+    for action, count in (("requeued", report.requeued), ("failed", report.failed),
+                          ("resent", len(report.to_send))):
+        if count:
+            metrics.WATCHDOG.labels(action).inc(count)
     for message, task_id in report.to_send:
         send_chunk(celery, message, task_id)
     for job_id in report.callbacks:
@@ -256,7 +306,7 @@ def http_post(url: str, body: bytes, headers: dict) -> int:
 
 def run_callback(job_id: str) -> str:
     """Try to deliver a job's callback once; the watchdog schedules retries."""
-    with state().sessions() as session:
+    with state().sessions() as session, logs.job_context(job_id):
         outcome, _delay = with_db_retry(session, lambda: callbacks.deliver(session, job_id,
                                                                             http_post))
     return outcome

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Iterator
 from datetime import datetime
 
 from flask import Response, g, jsonify, request, stream_with_context, url_for
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app import jobs
 from app.api import v1
@@ -17,6 +19,8 @@ from app.exceptions import ValidationError
 from app.models import JOB_STATES, Job
 from app.registry import scan
 from app.web import db_session, stapel
+
+log = logging.getLogger(__name__)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -82,14 +86,30 @@ def create_job():
         session, g.tenant_id, spec,
         gpu_threshold=ext.settings.gpu_threshold, chunk_segments=ext.settings.chunk_segments,
     )
+    payload = job_json(job)  # before dispatching: a rollback there expires the row
     if created:
-        messages = route_to_loaded(jobs.chunk_messages(session, job.id), job.pair,
+        _dispatch(ext, session, job)
+    response = jsonify(payload)
+    response.status_code = 202 if created else 200
+    response.headers["Location"] = payload["links"]["self"]
+    return response
+
+
+def _dispatch(ext, session, job: Job) -> None:
+    """Send a stored job's chunks; a failure here is the watchdog's to repair, not a 503.
+
+    The job is committed, so the client must hear 202: answering an error would make it
+    submit (and pay for) the same job again.
+    """
+    job_id, pair = job.id, job.pair
+    try:
+        messages = route_to_loaded(jobs.chunk_messages(session, job_id), pair,
                                    ext.served_queues())
         jobs.mark_sent(session, send_chunks(ext.celery, messages))
-    response = jsonify(job_json(job))
-    response.status_code = 202 if created else 200
-    response.headers["Location"] = url_for("v1.get_job", job_id=job.id)
-    return response
+    except (OperationalError, InterfaceError) as exc:
+        session.rollback()
+        log.warning("job stored but not marked sent logid=%s error=%s; the watchdog "
+                    "will send it", job_id, type(exc).__name__)
 
 
 @v1.get("/jobs/<job_id>")

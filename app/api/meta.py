@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import redis
-from flask import jsonify
+from flask import Response, jsonify
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from app.api import health, v1
@@ -49,3 +50,9 @@ def readyz():
         response.status_code = 503
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
     return response
+
+
+@health.get("/metrics")
+def metrics():
+    """Serve Prometheus metrics: this process's counters and gauges read from the DB."""
+    return Response(generate_latest(stapel().metrics), mimetype=CONTENT_TYPE_LATEST)

@@ -15,7 +15,7 @@ import pytest
 import redis as redis_lib
 from sqlalchemy import update
 
-from app.broker import UNACKED_KEY, send_chunk
+from app.broker import send_chunk
 from app.jobs import ChunkMessage
 from app.models import Chunk, new_id, utcnow
 from tests.factories import wait_for
@@ -27,15 +27,15 @@ RECOVERY_DEADLINE_S = 12
 """Grace (1 s) plus a watchdog period (1 s), with ample slack for a busy machine."""
 
 
+UNACKED_KEY = "unacked"
+"""kombu's Redis transport keeps delivered, unacknowledged messages in this hash."""
+
+
 def delivered(client: redis_lib.Redis) -> set[str]:
     """Task ids of messages delivered to a consumer and not acknowledged."""
     return {json.loads(raw)[0]["headers"]["id"] for raw in client.hvals(UNACKED_KEY)}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "app/watchdog.py _resend_lost counts a message in Redis's `unacked` hash as alive even "
-    "when the consumer holding it is dead, so a queued chunk whose worker died between "
-    "delivery and claim waits for the visibility timeout (6 h) instead of one period"))
 def test_worker_killed_between_delivery_and_claim(make_stack, fault_engine, reference, report,
                                                   monkeypatch):
     stack = make_stack()
