@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
-PROCESSES ?= web beat flower autoscaler demo
+PROCESSES ?= web worker_control beat flower autoscaler demo
 
 .PHONY: install migrate run test bench bench-model clean
 
