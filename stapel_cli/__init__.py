@@ -1,0 +1,1 @@
+"""The `stapel` command line: submit .txt files, watch progress, fetch results."""
