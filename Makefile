@@ -5,7 +5,8 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control beat flower autoscaler demo
 
-.PHONY: install migrate run test bench bench-model clean
+# `make chromium` installs the browser the Flower test drives (Debian, as root).
+.PHONY: chromium install migrate run test bench bench-model clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +18,9 @@ install: $(VENV)/.installed
 
 migrate: install
 	$(BIN)/alembic upgrade head
+
+# `make run` writes stapel.log, stapel.log.wf and stapel.tracer here (tests write none).
+run: export STAPEL_LOG_DIR ?= $(CURDIR)/var/log
 
 run: migrate
 	$(BIN)/python -m app.embedded_redis ensure
@@ -30,3 +34,6 @@ bench: install
 
 clean:
 	rm -rf var .cache
+
+chromium:
+	command -v chromium || apt-get install -y chromium
