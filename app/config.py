@@ -56,6 +56,8 @@ class Settings:
     watchdog_interval_s: float = 15.0
     page_size_max: int = 100
     pool: str = "cpu"
+    metrics_port: int = 0
+    tracer_s: float = 60.0
     device: str = "auto"
     compute_type: str = "auto"
     threads: int = 0
@@ -88,6 +90,8 @@ class Settings:
             requeue_grace_s=env_float(env, "STAPEL_REQUEUE_GRACE_S", 30.0),
             watchdog_interval_s=env_float(env, "STAPEL_WATCHDOG_S", 15.0),
             pool=env.get("STAPEL_POOL") or "cpu",
+            metrics_port=env_int(env, "STAPEL_METRICS_PORT", 0),
+            tracer_s=env_float(env, "STAPEL_TRACER_S", 60.0),
             device=env.get("STAPEL_DEVICE") or "auto",
             compute_type=env.get("STAPEL_COMPUTE_TYPE") or "auto",
             threads=env_int(env, "STAPEL_THREADS", 0),

@@ -98,15 +98,21 @@ def _postgres_url() -> str:
     )
 
 
-@pytest.fixture(scope="session")
-def postgres_url():
-    """A migrated PostgreSQL database, or a skip saying why there is none."""
+def reachable_postgres_url() -> str:
+    """Return the PostgreSQL URL the suite may use, or skip saying why there is none."""
     url = _postgres_url()
     try:
         with create_engine(url).connect():
             pass
     except (OperationalError, ImportError) as exc:
         pytest.skip(f"PostgreSQL not reachable at {url}: {type(exc).__name__}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A migrated PostgreSQL database, or a skip saying why there is none."""
+    url = reachable_postgres_url()
     migrate(url)
     return url
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from app.broker import (
     waiting_task_ids,
 )
 from app.chunks import Claim, claim_chunk, fail_chunk, finish_chunk, pending_segments, record_batch
-from app.config import Settings, env_float, env_int
+from app.config import Settings
 from app.db import make_engine, make_session_factory
 from app.exceptions import PermanentTranslationError
 from app.jobs import chunk_messages, mark_sent
@@ -103,17 +102,15 @@ def _counting(on_load: Callable[[str], None]) -> Callable[[str], None]:
     return loaded
 
 
-def start_observability(hostname: str, env: dict | None = None) -> Tracer | None:
+def start_observability(hostname: str) -> Tracer | None:
     """Serve metrics on STAPEL_METRICS_PORT and write tracer blocks when logging to files."""
-    env = dict(os.environ if env is None else env)
-    port = env_int(env, "STAPEL_METRICS_PORT", 0)
-    if port:
-        metrics.start_exporter(port)
-    if logs.log_dir(env) is None:
-        return None
     current = state()
-    interval = env_float(env, "STAPEL_TRACER_S", 60.0)
-    return Tracer(hostname, current.sessions, current.redis, interval).start()
+    if current.settings.metrics_port:
+        metrics.start_exporter(current.settings.metrics_port)
+    if logs.log_dir() is None:
+        return None
+    return Tracer(hostname, current.sessions, current.redis,
+                  current.settings.tracer_s).start()
 
 
 def start(hostname: str, consumer) -> Publisher:

@@ -15,10 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis as redis_lib
 from sqlalchemy import create_engine, text
-from sqlalchemy.exc import OperationalError
 
 from app.db import make_engine, make_session_factory
-from tests.conftest import _postgres_url, migrate, truncate
+from tests.conftest import migrate, reachable_postgres_url, truncate
 from tests.faults.harness import Figures, Reference, Stack, install_write_counter, record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,13 +47,7 @@ def private_postgres(url: str) -> str:
 @pytest.fixture(scope="session")
 def pg_fault_url():
     """The suite's own PostgreSQL database, or a skip saying why there is none."""
-    url = _postgres_url()
-    try:
-        with create_engine(url).connect():
-            pass
-    except (OperationalError, ImportError) as exc:
-        pytest.skip(f"PostgreSQL not reachable at {url}: {type(exc).__name__}")
-    return private_postgres(url)
+    return private_postgres(reachable_postgres_url())
 
 
 @pytest.fixture(scope="session")
