@@ -16,6 +16,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     from app.api.openapi import docs
     from app.broker import make_celery
     from app.db import make_engine, make_session_factory
+    from app.limits import init_limits
     from app.metrics import web_registry
     from app.web import Stapel, assign_request_id, close_session, echo_request_id
 
@@ -45,4 +46,5 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.register_blueprint(health)
     app.register_blueprint(docs)
     cli.register(app)
+    init_limits(app, settings.redis_url, settings.rate_submit, settings.rate_read)
     return app

@@ -21,6 +21,7 @@ from sqlalchemy import case, literal, select, update
 from sqlalchemy.orm import Session
 
 from app.models import Job, Tenant, utcnow
+from app.netguard import BlockedDestination
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,8 @@ MAX_ATTEMPTS = 8
 MAX_BACKOFF_S = 300
 
 Poster = Callable[[str, bytes, dict], int]
-"""Sends (url, body, headers) and returns the HTTP status; raises OSError-like on failure."""
+"""Sends (url, body, headers) and returns the HTTP status; raises OSError-like on failure,
+BlockedDestination when the URL points at an address that must not be reached."""
 
 
 FIRST_SEND_LEASE_S = 60
@@ -97,15 +99,18 @@ def deliver(session: Session, job_id: str, post: Poster, now: datetime | None = 
     job, secret = row
     body = payload(job)
     attempt = job.callback_attempts + 1
+    blocked = False
     try:
         status = post(job.callback_url, body, {"Content-Type": "application/json",
                                                SIGNATURE_HEADER: sign(secret, body)})
         error = None if 200 <= status < 300 else f"HTTP {status}"
+    except BlockedDestination as exc:
+        blocked, error = True, f"blocked: {exc}"
     except OSError as exc:
         error = type(exc).__name__
     if error is None:
         outcome, delay, values = "delivered", 0.0, {"callback_status": "delivered"}
-    elif attempt >= MAX_ATTEMPTS:
+    elif blocked or attempt >= MAX_ATTEMPTS:
         outcome, delay, values = "failed", 0.0, {"callback_status": "failed"}
     else:
         delay = backoff(attempt)
@@ -115,5 +120,6 @@ def deliver(session: Session, job_id: str, post: Poster, now: datetime | None = 
         .values(callback_attempts=attempt, **values)
     )
     session.commit()
-    log.info("callback %s logid=%s attempt=%d error=%s", outcome, job_id, attempt, error)
+    (log.warning if blocked else log.info)(
+        "callback %s logid=%s attempt=%d error=%s", outcome, job_id, attempt, error)
     return outcome, delay

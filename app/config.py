@@ -35,6 +35,11 @@ def env_float(env: dict, name: str, default: float) -> float:
         raise ValueError(f"{name} must be a number, got {raw!r}") from None
 
 
+def env_list(env: dict, name: str) -> tuple[str, ...]:
+    """Return the comma-separated setting name from env as a tuple of stripped items."""
+    return tuple(p.strip().lower() for p in (env.get(name) or "").split(",") if p.strip())
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every setting Stapel reads, parsed to real types; see the README's table."""
@@ -68,6 +73,15 @@ class Settings:
     max_decoding_length: int = 256
     min_decoding_length: int = 0
     beam_size: int = 1
+    rate_submit: str = "60/minute"
+    rate_read: str = "600/minute"
+    quota_segments_per_day: int = 5_000_000
+    quota_jobs_in_flight: int = 200
+    fair_share_step: int = 5
+    callback_allow_hosts: tuple[str, ...] = ()
+    callback_timeout_s: float = 10.0
+    callback_max_response_bytes: int = 64 * 1024
+    metrics_token: str = ""
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> Settings:
@@ -102,12 +116,25 @@ class Settings:
             max_decoding_length=env_int(env, "STAPEL_MAX_DECODING_LENGTH", 256),
             min_decoding_length=env_int(env, "STAPEL_MIN_DECODING_LENGTH", 0),
             beam_size=env_int(env, "STAPEL_BEAM_SIZE", 1),
+            rate_submit=env.get("STAPEL_RATE_SUBMIT") or "60/minute",
+            rate_read=env.get("STAPEL_RATE_READ") or "600/minute",
+            quota_segments_per_day=env_int(env, "STAPEL_QUOTA_SEGMENTS_PER_DAY", 5_000_000),
+            quota_jobs_in_flight=env_int(env, "STAPEL_QUOTA_JOBS_IN_FLIGHT", 200),
+            fair_share_step=env_int(env, "STAPEL_FAIR_SHARE_STEP", 5),
+            callback_allow_hosts=env_list(env, "STAPEL_CALLBACK_ALLOW_HOSTS"),
+            callback_timeout_s=env_float(env, "STAPEL_CALLBACK_TIMEOUT_S", 10.0),
+            callback_max_response_bytes=env_int(env, "STAPEL_CALLBACK_MAX_RESPONSE_BYTES",
+                                                64 * 1024),
+            metrics_token=env.get("STAPEL_METRICS_TOKEN") or "",
         )
 
     def replace(self, **changes) -> Settings:
         """Return a copy with some settings changed (tests and create_app overrides)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(changes)
+        if isinstance(values["callback_allow_hosts"], str):
+            values["callback_allow_hosts"] = env_list(
+                {"x": values["callback_allow_hosts"]}, "x")
         if "model_root" in changes:
             values["model_root"] = Path(values["model_root"])
         return Settings(**values)

@@ -23,8 +23,15 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
+def settings_overrides(settings_overrides):
+    """The callback test posts to a receiver on 127.0.0.1: the operator allows it."""
+    return {**settings_overrides, "callback_allow_hosts": ("127.0.0.1",)}
+
+
+@pytest.fixture
 def worker_env(settings_overrides):
     return {
+        "STAPEL_CALLBACK_ALLOW_HOSTS": "127.0.0.1",
         "DATABASE_URL": settings_overrides["database_url"],
         "REDIS_URL": settings_overrides["redis_url"],
         "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),

@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import redis
-import requests
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app import callbacks, logs, metrics
+from app import callbacks, logs, metrics, netguard
 from app.broker import (
     model_queue,
     send_callback,
@@ -291,14 +290,11 @@ def run_watchdog() -> str:
 
 
 def http_post(url: str, body: bytes, headers: dict) -> int:
-    """POST a callback: bounded time, no redirects, the response body not read."""
-    try:
-        response = requests.post(url, data=body, headers=headers, timeout=(3.05, 10),
-                                 allow_redirects=False, stream=True)
-    except requests.RequestException as exc:
-        raise OSError(str(exc)) from exc
-    response.close()
-    return response.status_code
+    """POST a callback to its checked public IP: bounded time and answer, no redirects."""
+    settings = state().settings
+    return netguard.post(url, body, headers, allow_hosts=settings.callback_allow_hosts,
+                         timeout_s=settings.callback_timeout_s,
+                         max_response_bytes=settings.callback_max_response_bytes)
 
 
 def run_callback(job_id: str) -> str:

@@ -6,6 +6,7 @@ import logging
 
 import redis
 from flask import Flask, jsonify
+from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
@@ -31,8 +32,20 @@ def register(app: Flask) -> None:
 
     @app.errorhandler(StapelError)
     def _stapel(exc: StapelError):
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else getattr(
+            exc, "headers", None)
         return error_response(exc.status, exc.code, exc.message, headers)
+
+    @app.errorhandler(RateLimitExceeded)
+    def _rate_limited(exc: RateLimitExceeded):
+        from app.limits import retry_after
+
+        wait = retry_after()
+        return error_response(
+            429, "rate_limited",
+            f"rate limit of {exc.description} for this API key exceeded; retry in {wait} s",
+            {"Retry-After": str(wait)},
+        )
 
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException):

@@ -6,12 +6,14 @@ import base64
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 
 from flask import Response, g, jsonify, request, stream_with_context, url_for
+from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from app import jobs
+from app import jobs, quotas
 from app.api import v1
 from app.api.parsing import Limits, idempotency_key, parse_json, parse_upload
 from app.broker import route_to_loaded, send_callback, send_chunks
@@ -61,6 +63,7 @@ def _limits() -> Limits:
         max_segment_chars=s.max_segment_chars,
         max_documents=s.max_documents_per_job,
         max_metadata_bytes=s.max_metadata_bytes,
+        callback_allow_hosts=s.callback_allow_hosts,
     )
 
 
@@ -82,29 +85,49 @@ def create_job():
             "send application/json or multipart/form-data", code="unsupported_media_type"
         )
     session = db_session()
-    job, created = jobs.create_job(
-        session, g.tenant_id, spec,
-        gpu_threshold=ext.settings.gpu_threshold, chunk_segments=ext.settings.chunk_segments,
-    )
+    s = ext.settings
+    replay = _replay(session, g.tenant_id, key)
+    if replay is not None:
+        job, created, flying = replay, False, 0
+    else:
+        with quotas.admit(ext.redis, session, g.tenant_id, spec.segments_total,
+                          segments_limit=s.quota_segments_per_day,
+                          jobs_limit=s.quota_jobs_in_flight) as flying:
+            job, created = jobs.create_job(
+                session, g.tenant_id, spec,
+                gpu_threshold=s.gpu_threshold, chunk_segments=s.chunk_segments,
+            )
+        if not created:
+            quotas.refund(ext.redis, g.tenant_id, spec.segments_total)
     payload = job_json(job)  # before dispatching: a rollback there expires the row
     if created:
-        _dispatch(ext, session, job)
+        _dispatch(ext, session, job, quotas.fair_priority(job.priority, flying,
+                                                          s.fair_share_step))
     response = jsonify(payload)
     response.status_code = 202 if created else 200
     response.headers["Location"] = payload["links"]["self"]
     return response
 
 
-def _dispatch(ext, session, job: Job) -> None:
+def _replay(session, tenant_id: str, key: str | None) -> Job | None:
+    """Return the job an Idempotency-Key already named (answered without new quota)."""
+    if key is None:
+        return None
+    return session.scalar(select(Job).where(Job.tenant_id == tenant_id,
+                                            Job.idempotency_key == key))
+
+
+def _dispatch(ext, session, job: Job, priority: int) -> None:
     """Send a stored job's chunks; a failure here is the watchdog's to repair, not a 503.
 
     The job is committed, so the client must hear 202: answering an error would make it
-    submit (and pay for) the same job again.
+    submit (and pay for) the same job again. The messages carry the fair-share priority
+    (app.quotas); the row keeps the requested one.
     """
     job_id, pair = job.id, job.pair
     try:
-        messages = route_to_loaded(jobs.chunk_messages(session, job_id), pair,
-                                   ext.served_queues())
+        messages = [replace(m, priority=priority) for m in jobs.chunk_messages(session, job_id)]
+        messages = route_to_loaded(messages, pair, ext.served_queues())
         jobs.mark_sent(session, send_chunks(ext.celery, messages))
     except (OperationalError, InterfaceError) as exc:
         session.rollback()
@@ -202,3 +225,13 @@ def _json(session, job: Job, complete: bool) -> Iterator[str]:
             yield ("," if s else "") + json.dumps(target, ensure_ascii=False)
         yield "]}"
     yield "]}"
+
+
+@v1.get("/usage")
+def get_usage():
+    """Return the tenant's quota use: segments today and jobs in flight, with limits."""
+    ext = stapel()
+    s = ext.settings
+    return jsonify(quotas.usage(ext.redis, db_session(), g.tenant_id,
+                                segments_limit=s.quota_segments_per_day,
+                                jobs_limit=s.quota_jobs_in_flight).as_json())

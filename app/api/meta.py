@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hmac
+
 import redis
-from flask import Response, jsonify
+from flask import Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from app.api import health, v1
 from app.api.errors import RETRY_AFTER_S
+from app.exceptions import Unauthorized
 from app.registry import scan
 from app.web import db_session, stapel
 
@@ -54,5 +57,15 @@ def readyz():
 
 @health.get("/metrics")
 def metrics():
-    """Serve Prometheus metrics: this process's counters and gauges read from the DB."""
+    """Serve Prometheus metrics: this process's counters and gauges read from the DB.
+
+    With STAPEL_METRICS_TOKEN set, only `Authorization: Bearer <that token>` gets them;
+    tenants' API keys are not accepted here.
+    """
+    token = stapel().settings.metrics_token
+    if token:
+        scheme, _, given = (request.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode(), token.encode()):
+            raise Unauthorized("/metrics needs 'Authorization: Bearer <STAPEL_METRICS_TOKEN>'")
     return Response(generate_latest(stapel().metrics), mimetype=CONTENT_TYPE_LATEST)

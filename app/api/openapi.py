@@ -25,14 +25,16 @@ ERROR_CODES = {
     405: ["method_not_allowed"],
     409: ["job_finished"],
     413: ["request_entity_too_large", "too_many_segments", "too_many_documents"],
+    429: ["rate_limited", "quota_segments_per_day", "quota_jobs_in_flight"],
     500: ["internal_error"],
-    503: ["database_unavailable", "broker_unavailable"],
+    503: ["database_unavailable", "broker_unavailable", "submission_busy"],
 }
 """Status -> the `error.code` values it carries (the README's error table)."""
 
 _WHEN = {400: "Bad input; nothing is stored", 401: "Missing, malformed, unknown or revoked key",
          404: "Unknown job, or another tenant's", 405: "Method not allowed",
          409: "The job already ended", 413: "Body, segments or documents over the limits",
+         429: "Rate limit of the key or quota of the tenant used up (see Retry-After)",
          500: "Unexpected error", 503: "Database or queue unreachable (see Retry-After)"}
 
 JOB = {"type": "object", "properties": {
@@ -80,6 +82,15 @@ RESULT = {"type": "object", "properties": {
         "id": {"type": "string", "nullable": True},
         "segments": {"type": "array", "items": {"type": "string", "nullable": True}}}}},
 }}
+USAGE = {"type": "object", "required": [
+    "segments_today", "segments_limit", "segments_reset_at", "jobs_in_flight",
+    "jobs_in_flight_limit"], "properties": {
+    "segments_today": {"type": "integer", "minimum": 0},
+    "segments_limit": {"type": "integer", "nullable": True},
+    "segments_reset_at": {"type": "string", "format": "date-time"},
+    "jobs_in_flight": {"type": "integer", "minimum": 0},
+    "jobs_in_flight_limit": {"type": "integer", "nullable": True},
+}}
 JOB_ID = {"name": "job_id", "in": "path", "required": True,
           "schema": {"type": "string", "format": "uuid"}}
 
@@ -99,7 +110,7 @@ def _errors(*statuses: int) -> dict:
 def _op(summary: str, responses: dict, *, auth: bool = True, **extra) -> dict:
     op = {"summary": summary, "responses": responses, **extra}
     if auth:
-        op["responses"] = {**responses, **_errors(401, 503)}
+        op["responses"] = {**responses, **_errors(401, 429, 503)}
     else:
         op["security"] = []
     return op
@@ -119,6 +130,7 @@ def document() -> dict:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Job": JOB, "JobRequest": JOB_REQUEST, "Upload": UPLOAD, "Result": RESULT,
+                "Usage": USAGE,
                 "Error": {"type": "object", "properties": {"error": {
                     "type": "object", "required": ["code", "message"],
                     "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
@@ -167,6 +179,9 @@ def document() -> dict:
                 "Cancel a queued or running job",
                 {"200": _json("Job", "The cancelled job"), **_errors(404, 409)},
                 parameters=[JOB_ID])},
+            "/v1/usage": {"get": _op(
+                "The tenant's quota use: segments today, jobs in flight, limits, reset time",
+                {"200": _json("Usage", "Usage now; a null limit means none")})},
             "/v1/languages": {"get": _op("The language pairs the models offer", {
                 "200": _json({"type": "object", "properties": {"pairs": {
                     "type": "array", "items": {"type": "object", "properties": {
@@ -182,8 +197,10 @@ def document() -> dict:
                 "200": _json({"type": "object"}, "Ready"),
                 "503": _json({"type": "object"}, "Not ready; checks name what is down")},
                 auth=False)},
-            "/metrics": {"get": _op("Prometheus metrics (stapel_*)", {"200": text},
-                                    auth=False)},
+            "/metrics": {"get": _op(
+                "Prometheus metrics (stapel_*); with STAPEL_METRICS_TOKEN set, only "
+                "`Authorization: Bearer <that token>` (API keys do not work here)",
+                {"200": text, **_errors(401)}, auth=False)},
         },
     }
 

@@ -10,6 +10,7 @@ from werkzeug.datastructures import FileStorage, MultiDict
 
 from app.exceptions import TooLarge, UnknownLanguagePair, ValidationError
 from app.jobs import DocumentSpec, JobSpec
+from app.netguard import BlockedDestination, check_literal
 
 JSON_FIELDS = {"source_lang", "target_lang", "segments", "documents", "priority",
                "callback_url", "metadata"}
@@ -28,6 +29,7 @@ class Limits:
     max_segment_chars: int
     max_documents: int
     max_metadata_bytes: int
+    callback_allow_hosts: tuple[str, ...] = ()
 
 
 def _text(value: object, where: str, limits: Limits) -> str:
@@ -109,7 +111,7 @@ def _priority(value: object) -> int:
     return value
 
 
-def _callback_url(value: object) -> str | None:
+def _callback_url(value: object, allow_hosts: tuple[str, ...] = ()) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > MAX_URL_CHARS:
@@ -122,6 +124,12 @@ def _callback_url(value: object) -> str | None:
         raise ValidationError("callback_url must not carry credentials",
                               code="invalid_callback_url")
     _check_storable(value, "callback_url")
+    try:
+        parts.port  # noqa: B018  (raises on a port that is not a number or out of range)
+        check_literal(parts.hostname, allow_hosts)
+    except (ValueError, BlockedDestination) as exc:
+        raise ValidationError(f"callback_url is not allowed: {exc}",
+                              code="invalid_callback_url") from None
     return value
 
 
@@ -177,7 +185,7 @@ def _finish(fields: dict, documents: list[DocumentSpec], pairs: list[str], limit
         target_lang=target,
         documents=documents,
         priority=_priority(fields.get("priority")),
-        callback_url=_callback_url(fields.get("callback_url")),
+        callback_url=_callback_url(fields.get("callback_url"), limits.callback_allow_hosts),
         metadata=fields.get("metadata"),
         idempotency_key=key,
     )

@@ -1,0 +1,118 @@
+"""Tenant quotas (segments per day, jobs in flight), /v1/usage, and fair share."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+
+import pytest
+from sqlalchemy import select
+
+from app import quotas
+from app.auth import get_or_create_tenant
+from app.db import make_session_factory
+from app.models import Chunk
+from tests.factories import job_body
+from tests.security.conftest import key_for
+
+
+def test_segments_per_day_quota_is_429_naming_the_quota_and_reset(make_app):
+    app = make_app(quota_segments_per_day=5)
+    client, acme = app.test_client(), key_for(app, "acme")
+    assert client.post("/v1/jobs", headers=acme, json=job_body(["a", "b", "c"])).status_code == 202
+    response = client.post("/v1/jobs", headers=acme, json=job_body(["d", "e", "f"]))
+    assert response.status_code == 429
+    error = response.get_json()["error"]
+    assert error["code"] == "quota_segments_per_day"
+    assert "5 segments per day" in error["message"] and "resets at" in error["message"]
+    assert int(response.headers["Retry-After"]) <= 86400
+    usage = client.get("/v1/usage", headers=acme).get_json()
+    assert usage["segments_today"] == 3 and usage["segments_limit"] == 5
+    assert datetime.fromisoformat(usage["segments_reset_at"]) > datetime.now(timezone.utc)
+    other = key_for(app, "globex")
+    assert client.post("/v1/jobs", headers=other, json=job_body(["x"] * 5)).status_code == 202
+
+
+def test_jobs_in_flight_quota_and_usage(make_app):
+    app = make_app(quota_jobs_in_flight=2)
+    client, acme = app.test_client(), key_for(app, "acme")
+    ids = [client.post("/v1/jobs", headers=acme, json=job_body()).get_json()["id"]
+           for _ in range(2)]
+    response = client.post("/v1/jobs", headers=acme, json=job_body())
+    assert response.status_code == 429
+    assert response.get_json()["error"]["code"] == "quota_jobs_in_flight"
+    assert client.get("/v1/usage", headers=acme).get_json()["jobs_in_flight"] == 2
+    assert client.post(f"/v1/jobs/{ids[0]}/cancel", headers=acme).status_code == 200
+    assert client.post("/v1/jobs", headers=acme, json=job_body()).status_code == 202
+    assert client.get("/v1/usage", headers=acme).get_json()["segments_today"] == 6, \
+        "refused submissions are not counted"
+
+
+def test_an_idempotent_replay_uses_no_quota(make_app):
+    app = make_app(quota_segments_per_day=2)
+    client, acme = app.test_client(), key_for(app, "acme")
+    headers = {**acme, "Idempotency-Key": "order-1"}
+    first = client.post("/v1/jobs", headers=headers, json=job_body())
+    again = client.post("/v1/jobs", headers=headers, json=job_body())
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert client.get("/v1/usage", headers=acme).get_json()["segments_today"] == 2
+
+
+def test_concurrent_admissions_never_overshoot(engine, redis_client, session):
+    tenant = get_or_create_tenant(session, "acme").id
+    session.commit()
+    sessions = make_session_factory(engine)
+    admitted, barrier = [], threading.Barrier(12)
+
+    def submit():
+        with sessions() as s:
+            barrier.wait()
+            try:
+                with quotas.admit(redis_client, s, tenant, 3, segments_limit=20, jobs_limit=0):
+                    admitted.append(1)
+            except quotas.QuotaExceeded:
+                pass
+
+    threads = [threading.Thread(target=submit) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(admitted) == 6
+    assert quotas.usage(redis_client, session, tenant, segments_limit=20,
+                        jobs_limit=0).segments_today == 18
+
+
+@pytest.mark.parametrize(("priority", "flying", "step", "expected"), [
+    (5, 0, 5, 5), (5, 4, 5, 5), (5, 5, 5, 4), (5, 12, 5, 3), (9, 100, 5, 0), (0, 0, 5, 0),
+    (7, 50, 0, 7),
+])
+def test_fair_priority(priority, flying, step, expected):
+    assert quotas.fair_priority(priority, flying, step) == expected
+
+
+def _dispatch_order(redis_client, session, queue="cpu"):
+    """Return job ids in the order a worker would take their tasks from the queue."""
+    order = []
+    for prio in range(10):
+        key = queue if prio == 0 else f"{queue}:{prio}"
+        for raw in reversed(redis_client.lrange(key, 0, -1)):  # LPUSH + BRPOP: oldest last
+            message = json.loads(raw)
+            chunk_id = message["headers"]["argsrepr"].strip("[]'\"")
+            order.append(session.scalar(select(Chunk.job_id).where(Chunk.id == chunk_id)))
+    return order
+
+
+def test_a_flooding_tenant_cannot_starve_another(make_app, session, redis_client):
+    app = make_app(fair_share_step=2)
+    client = app.test_client()
+    flood, late = key_for(app, "flood"), key_for(app, "late")
+    a_ids = [client.post("/v1/jobs", headers=flood, json=job_body([f"a{n}"])).get_json()["id"]
+             for n in range(12)]
+    b_id = client.post("/v1/jobs", headers=late, json=job_body(["b"])).get_json()["id"]
+    order = _dispatch_order(redis_client, session)
+    assert sorted(order) == sorted([*a_ids, b_id]), "every job is queued once"
+    position = order.index(b_id)
+    assert position <= 2, f"B's job is taken after only {position} of A's 12 jobs"
+    assert order[:position] == a_ids[:position], "A's own jobs keep their arrival order"

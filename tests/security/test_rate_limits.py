@@ -1,0 +1,61 @@
+"""Rate limits per API key, shared in Redis; probes and docs are not limited."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from tests.factories import job_body
+from tests.security.conftest import key_for
+
+
+def test_reads_over_the_limit_get_429_with_retry_after(make_app):
+    app = make_app(rate_read="3/minute")
+    client, acme, globex = app.test_client(), key_for(app, "acme"), key_for(app, "globex")
+    for _ in range(3):
+        assert client.get("/v1/jobs", headers=acme).status_code == 200
+    response = client.get(f"/v1/jobs/{uuid.uuid4()}", headers=acme)
+    assert response.status_code == 429
+    assert response.get_json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(response.headers["Retry-After"]) <= 61
+    assert client.get("/v1/jobs", headers=globex).status_code == 200, "another key has its own"
+
+
+def test_the_limit_is_shared_by_every_web_process(make_app):
+    first, second = make_app(rate_submit="2/minute"), make_app(rate_submit="2/minute")
+    acme = key_for(first, "acme")
+    assert first.test_client().post("/v1/jobs", headers=acme, json=job_body()).status_code == 202
+    assert second.test_client().post("/v1/jobs", headers=acme, json=job_body()).status_code == 202
+    response = first.test_client().post("/v1/jobs", headers=acme, json=job_body())
+    assert response.status_code == 429 and "Retry-After" in response.headers
+    assert response.get_json()["error"]["code"] == "rate_limited"
+    assert first.test_client().get("/v1/jobs", headers=acme).status_code == 200, \
+        "reads have their own budget"
+
+
+def test_probes_metrics_and_docs_are_not_limited(make_app):
+    app = make_app(rate_read="1/minute", rate_submit="1/minute")
+    client, acme = app.test_client(), key_for(app, "acme")
+    for _ in range(5):
+        for path in ("/healthz", "/readyz", "/metrics", "/v1/openapi.json", "/docs"):
+            assert client.get(path, headers=acme).status_code == 200, path
+
+
+def test_redis_down_fails_open_with_a_warning(make_app):
+    from tests.conftest import free_port
+
+    app = make_app(redis_url=f"redis://127.0.0.1:{free_port()}/0", rate_read="1/minute")
+    client, acme = app.test_client(), key_for(app, "acme")
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("app.limits").addHandler(handler)
+    try:
+        for _ in range(3):
+            assert client.get("/v1/jobs", headers=acme).status_code == 200
+    finally:
+        logging.getLogger("app.limits").removeHandler(handler)
+    assert any("failing open" in r.getMessage() for r in records)
+    response = client.post("/v1/jobs", headers=acme, json=job_body())
+    assert response.status_code == 503, "a submission needs Redis for its quota and queue"
+    assert response.get_json()["error"]["code"] == "broker_unavailable"
