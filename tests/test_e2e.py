@@ -58,7 +58,7 @@ def raw_translate(model_dir, texts, max_len=24):
     sp_src = spm.SentencePieceProcessor(model_file=str(model_dir / "source.spm"))
     sp_tgt = spm.SentencePieceProcessor(model_file=str(model_dir / "target.spm"))
     translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type="int8")
-    out = translator.translate_batch(sp_src.encode(texts, out_type=str),
+    out = translator.translate_batch([t + ["</s>"] for t in sp_src.encode(texts, out_type=str)],
                                      max_decoding_length=max_len, beam_size=1)
     return sp_tgt.decode([r.hypotheses[0] for r in out])
 

@@ -93,7 +93,8 @@ class BatchStats:
 class Batcher:
     """Merges segments of concurrent requests for one model into token-budget batches.
 
-    `options` are passed to `Translator.translate_batch` (beam size, decoding lengths).
+    `options` are passed to `Translator.translate_batch` (beam size, decoding lengths);
+    `suffix` tokens end every source (`</s>` for Marian/OPUS-MT style models).
     """
 
     def __init__(
@@ -105,11 +106,13 @@ class Batcher:
         budget: int,
         wait_s: float,
         options: dict,
+        suffix: tuple[str, ...] = (),
         name: str = "",
     ) -> None:
         self.translator, self.source, self.target = translator, source, target
         self.budget, self.wait_s = budget, wait_s
         self.options = options
+        self.suffix = list(suffix)
         self.name = name
         self.stats = BatchStats()
         self.last_progress = time.monotonic()
@@ -134,7 +137,7 @@ class Batcher:
         if not work:
             return request
         encode_started = time.monotonic()
-        tokens = self.source.encode([t for _, t in work], out_type=str)
+        tokens = [t + self.suffix for t in self.source.encode([t for _, t in work], out_type=str)]
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
         order = sorted(range(len(work)), key=lambda p: len(tokens[p]))
         now = time.monotonic()

@@ -8,6 +8,7 @@ indexes, batch by batch, so callers can write as they go.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -35,6 +36,22 @@ class LoadedModel:
     source: spm.SentencePieceProcessor
     target: spm.SentencePieceProcessor
     batcher: Batcher
+
+
+def source_suffix(path: Path) -> tuple[str, ...]:
+    """Return the tokens to end each source with: `</s>`, as OPUS-MT models expect.
+
+    Converted Marian/OPUS-MT models (and Stapel's own) were trained on sources ending in
+    `</s>` and their config leaves `add_source_eos` false, so the caller adds it; a model
+    whose config adds it itself gets nothing extra.
+    """
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        config = {}
+    if config.get("add_source_eos"):
+        return ()
+    return (config.get("eos_token", "</s>"),)
 
 
 def pick_device(device: str) -> str:
@@ -135,7 +152,7 @@ class Engine:
         target = spm.SentencePieceProcessor(model_file=str(found.path / "target.spm"))
         batcher = Batcher(
             translator, source, target, budget=self.batch_tokens, wait_s=self.batch_wait_s,
-            options=self.options, name=found.pair,
+            options=self.options, suffix=source_suffix(found.path), name=found.pair,
         )
         return LoadedModel(found.pair, translator, source, target, batcher)
 

@@ -49,7 +49,7 @@ def tiny_budget(model_root, wait_s=0.5):
     """An engine whose batches hold about three short segments."""
     engine = Engine(model_root, max_decoding_length=8, batch_tokens=12, batch_wait_s=wait_s)
     loaded = engine.model("en-de")
-    width = len(loaded.source.encode("ab", out_type=str))
+    width = len(loaded.source.encode("ab", out_type=str)) + len(loaded.batcher.suffix)
     loaded.batcher.budget = 3 * width
     return loaded.batcher
 
