@@ -92,10 +92,11 @@ def check(model: Transformer, model_dir: str | Path, vocab: list[str],
     scored = translator.score_batch(src_tokens, tgt_tokens, max_batch_size=64)
     ours = token_log_probs(model, pairs)
     diffs = [float(np.max(np.abs(np.array(r.log_probs) - o))) for r, o in zip(scored, ours)]
+    limit = 2 * max(len(t) for _, t in pairs) + 10
     hyps = translator.translate_batch(src_tokens, beam_size=1, max_batch_size=64,
-                                     max_decoding_length=128)
+                                      max_decoding_length=limit)
     ct2_out = [h.hypotheses[0] for h in hyps]
-    torch_out = [[vocab[i] for i in ids] for ids in greedy(model, [s for s, _ in pairs])]
+    torch_out = [[vocab[i] for i in ids] for ids in greedy(model, [s for s, _ in pairs], limit)]
     same = sum(a == b for a, b in zip(ct2_out, torch_out))
     return {"compute_type": compute_type, "pairs": len(pairs),
             "max_abs_logprob_diff": max(diffs), "mean_abs_logprob_diff_max":
