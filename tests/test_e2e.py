@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+from pathlib import Path
 
 import ctranslate2
 import pytest
@@ -12,7 +13,8 @@ import requests
 import sentencepiece as spm
 from sqlalchemy import select
 
-from app import callbacks
+from app import callbacks, create_app
+from app.auth import create_key
 from app.broker import send_chunks
 from app.jobs import ChunkMessage
 from app.models import Chunk
@@ -163,3 +165,39 @@ def test_callback_is_posted_once_and_signed(app, worker, auth, client, runner):
     sent = json.loads(body)
     assert sent["id"] == job["id"] and sent["status"] == "succeeded"
     assert sent["segments_done"] == 3 and sent["metadata"] == {"order": "A-1"}
+
+
+REAL = {
+    ("en", "de"): [("The old man sees the small dog.", "Der alte Mann sieht den kleinen Hund."),
+                   ("We have bought a new car.", "Wir haben ein neues Auto gekauft."),
+                   ("Does the woman read the book?", "Liest die Frau das Buch?")],
+    ("de", "en"): [("Der kleine Hund schläft im Garten.", "The small dog sleeps in the garden."),
+                   ("Wir haben das Buch gelesen.", "We have read the book.")],
+}
+
+
+def test_committed_models_translate_real_german_end_to_end(settings_overrides, engine,
+                                                           redis_client, tmp_path):
+    """The demo pair under models/ through HTTP, Redis, a worker and back."""
+    root = Path(__file__).resolve().parent.parent / "models"
+    app = create_app({**settings_overrides, "model_root": root})
+    with app.extensions["stapel"].sessions() as s:
+        headers = {"Authorization": f"Bearer {create_key(s, 'acme')[1]}"}
+    env = {"DATABASE_URL": settings_overrides["database_url"],
+           "REDIS_URL": settings_overrides["redis_url"], "STAPEL_MODEL_ROOT": str(root)}
+    worker = WorkerProcess(env, tmp_path).start(app.extensions["stapel"].celery)
+    try:
+        with ServerThread(app) as server:
+            for (src, tgt), pairs in REAL.items():
+                job = requests.post(f"{server.url}/v1/jobs", headers=headers, timeout=10, json={
+                    "source_lang": src, "target_lang": tgt,
+                    "segments": [s for s, _ in pairs]}).json()
+                wait_for(lambda j=job: requests.get(server.url + j["links"]["self"],
+                                                    headers=headers, timeout=10)
+                         .json()["status"] == "succeeded", timeout=90, what=f"{src}-{tgt} job")
+                result = requests.get(server.url + job["links"]["result"], headers=headers,
+                                      timeout=10).json()
+                assert result["documents"][0]["segments"] == [t for _, t in pairs]
+    finally:
+        worker.stop()
+        app.extensions["stapel"].engine.dispose()
