@@ -19,7 +19,8 @@ from pathlib import Path
 import ctranslate2
 import sentencepiece as spm
 
-from models.corpus import Corpus, build_corpus, train_spm
+from models.corpus import Corpus, build_corpus
+from models.random_model import train_spm
 
 PAIRS = ("en-de", "de-en")
 CACHE = Path(".cache/train")
@@ -70,14 +71,14 @@ def build_pair(pair: str, out: Path, corpus: Corpus, spm_bytes: bytes, scale: Sc
     """Train one direction, write the int8 model to out and return its report."""
     import torch
 
-    from models import convert, nmt
+    from models import nmt
 
     torch.set_num_threads(2)
     torch.manual_seed(SEED)
     sp = spm.SentencePieceProcessor(model_proto=spm_bytes)
     vocab = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     src, tgt = texts(corpus.train, pair)
-    data = list(zip(sp.encode(src), sp.encode(tgt)))
+    data = list(zip(sp.encode(src), sp.encode(tgt), strict=False))
     cfg = nmt.ModelConfig(vocab=len(vocab), d_model=scale.d_model, heads=scale.heads,
                           ffn=scale.ffn, enc_layers=scale.layers, dec_layers=scale.layers)
     model = nmt.Transformer(cfg)
@@ -111,7 +112,7 @@ def check_dirs(model, vocab, sp, corpus: Corpus, pair: str, out: Path, work: Pat
 
     f32 = convert.save(model, vocab, work / "ct2-float32", quantization=None)
     src, tgt = texts(corpus.test[:n], pair)
-    pairs = list(zip(sp.encode(src), sp.encode(tgt)))
+    pairs = list(zip(sp.encode(src), sp.encode(tgt), strict=False))
     eos = sp.piece_to_id("</s>")
     pairs_eos = [(s + [eos], t) for s, t in pairs]
     results = []
@@ -157,14 +158,14 @@ def evaluate(pair: str, model_dir: Path, test: list[tuple[str, str]]) -> dict:
         hyp = translate(model_dir, src, add_eos)
         key = "source </s>" if add_eos else "no source </s>"
         report[key] = {
-            "exact_match": sum(h == r for h, r in zip(hyp, ref)) / len(ref),
+            "exact_match": sum(h == r for h, r in zip(hyp, ref, strict=False)) / len(ref),
             "chrF": round(sacrebleu.corpus_chrf(hyp, [ref]).score, 2),
             "BLEU": round(sacrebleu.corpus_bleu(hyp, [ref]).score, 2),
             "seconds": round(time.time() - t0, 2),
         }
         if add_eos:
-            report["examples"] = [(s, h, r) for s, h, r in zip(src, hyp, ref)][:10]
-            report["errors"] = [(s, h, r) for s, h, r in zip(src, hyp, ref) if h != r][:20]
+            report["examples"] = [(s, h, r) for s, h, r in zip(src, hyp, ref, strict=False)][:10]
+            report["errors"] = [(s, h, r) for s, h, r in zip(src, hyp, ref, strict=False) if h != r][:20]
     return report
 
 

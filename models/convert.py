@@ -51,12 +51,12 @@ def to_spec(model: Transformer, vocab: list[str]) -> ctranslate2.specs.Transform
     _norm(dec.layer_norm, model.dec_norm)
     dec.projection.weight = emb
     dec.projection.bias = _np(model.out_bias)
-    for layer_spec, layer in zip(enc.layer, model.encoder):
+    for layer_spec, layer in zip(enc.layer, model.encoder, strict=False):
         _norm(layer_spec.self_attention.layer_norm, layer.norm)
         _linear(layer_spec.self_attention.linear[0], layer.attn.qkv)
         _linear(layer_spec.self_attention.linear[1], layer.attn.out)
         _ffn(layer_spec.ffn, layer.ffn)
-    for layer_spec, layer in zip(dec.layer, model.decoder):
+    for layer_spec, layer in zip(dec.layer, model.decoder, strict=False):
         _norm(layer_spec.self_attention.layer_norm, layer.norm_self)
         _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv)
         _linear(layer_spec.self_attention.linear[1], layer.self_attn.out)
@@ -91,13 +91,13 @@ def check(model: Transformer, model_dir: str | Path, vocab: list[str],
     tgt_tokens = [[vocab[i] for i in t] for _, t in pairs]
     scored = translator.score_batch(src_tokens, tgt_tokens, max_batch_size=64)
     ours = token_log_probs(model, pairs)
-    diffs = [float(np.max(np.abs(np.array(r.log_probs) - o))) for r, o in zip(scored, ours)]
+    diffs = [float(np.max(np.abs(np.array(r.log_probs) - o))) for r, o in zip(scored, ours, strict=False)]
     limit = 2 * max(len(t) for _, t in pairs) + 10
     hyps = translator.translate_batch(src_tokens, beam_size=1, max_batch_size=64,
                                       max_decoding_length=limit)
     ct2_out = [h.hypotheses[0] for h in hyps]
     torch_out = [[vocab[i] for i in ids] for ids in greedy(model, [s for s, _ in pairs], limit)]
-    same = sum(a == b for a, b in zip(ct2_out, torch_out))
+    same = sum(a == b for a, b in zip(ct2_out, torch_out, strict=False))
     return {"compute_type": compute_type, "pairs": len(pairs),
             "max_abs_logprob_diff": max(diffs), "mean_abs_logprob_diff_max":
             float(np.mean(diffs)), "greedy_agree": same}

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import io
 from dataclasses import dataclass
-
-import sentencepiece as spm
 
 from models.grammar import SentenceGenerator
 
@@ -43,19 +40,3 @@ def build_corpus(n_train: int, n_test: int, seed: int = 0) -> Corpus:
         if len(side) < limit:
             side.append((en, de))
     return Corpus(train, test)
-
-
-def train_spm(lines: list[str], vocab_size: int) -> bytes:
-    """Train a shared BPE SentencePiece model and return its bytes."""
-    out = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines),
-        model_writer=out,
-        vocab_size=vocab_size,
-        model_type="bpe",
-        character_coverage=1.0,
-        hard_vocab_limit=False,
-        num_threads=2,
-        minloglevel=2,
-    )
-    return out.getvalue()

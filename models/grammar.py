@@ -47,7 +47,7 @@ class NP:
     det: str = "def"
     plural: bool = False
     adj: Adjective | None = None
-    rel: "Rel | None" = None
+    rel: Rel | None = None
 
     @property
     def person(self) -> int:
@@ -508,9 +508,8 @@ class Generator:
             c.modal = r.choice(list(lx.MODALS))
         elif tense_ok and roll < 0.5:
             c.tense = "perf"
-        if neg_ok and r.random() < 0.2:
-            if not self.negate(c):
-                return None
+        if neg_ok and r.random() < 0.2 and not self.negate(c):
+            return None
         return c
 
     def copula(self, neg_ok: bool) -> Clause:
@@ -695,7 +694,7 @@ class SentenceGenerator(Generator):
     def with_relative(self) -> tuple[str, str] | None:
         """A main clause whose subject or final object has a relative clause."""
         c = self.clause()
-        if c is None or c.subj.pron is not None and c.acc is None and c.dat is None:
+        if c is None or (c.subj.pron is not None and c.acc is None and c.dat is None):
             return None
         target = None
         last = c.acc or c.dat

@@ -15,11 +15,11 @@ from sqlalchemy import select
 
 from app.db import make_session_factory
 from app.models import Chunk
+from app.presence import read_all
 from autoscaler.backends.local import LocalBackend
 from autoscaler.config import PoolLimits, PoolSettings
 from autoscaler.loop import PoolLoop
 from tests.factories import job_body, sentences, wait_for
-from app.presence import read_all
 
 pytestmark = pytest.mark.e2e
 

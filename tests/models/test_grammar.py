@@ -6,7 +6,17 @@ import pytest
 
 from models import lexicon as lx
 from models.corpus import build_corpus, is_held_out
-from models.grammar import NP, PP, Clause, Rel, SentenceGenerator, clause_de, clause_en, finish, present_de
+from models.grammar import (
+    NP,
+    PP,
+    Clause,
+    Rel,
+    SentenceGenerator,
+    clause_de,
+    clause_en,
+    finish,
+    present_de,
+)
 
 NOUNS = {n.de: n for n in lx.parse_nouns()}
 VERBS = {(v.prefix + v.inf, v.frame): v for v in lx.parse_verbs()}
