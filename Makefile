@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control beat flower autoscaler demo
 
 # `make chromium` installs the browser the Flower test drives (Debian, as root).
-.PHONY: chromium install migrate run test bench bench-model clean
+.PHONY: chromium install install-train migrate run test bench bench-model models clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,14 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 install: $(VENV)/.installed
+
+# Training dependencies (torch CPU, sacrebleu): the test suite builds a tiny model with
+# models/build.py so that the build cannot rot; serving never needs them.
+$(VENV)/.installed-train: $(VENV)/.installed requirements-train.txt
+	$(BIN)/python -m pip install --quiet -r requirements-train.txt
+	touch $@
+
+install-train: $(VENV)/.installed-train
 
 migrate: install
 	$(BIN)/alembic upgrade head
@@ -26,11 +34,17 @@ run: migrate
 	$(BIN)/python -m app.embedded_redis ensure
 	$(BIN)/honcho start $(PROCESSES)
 
-test: install
+test: install-train
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
+
+bench-model: install
+	$(BIN)/python -m models.build bench-model --out .cache/models/en-de
+
+models: install-train
+	$(BIN)/python -m models.build --all
 
 clean:
 	rm -rf var .cache

@@ -30,7 +30,7 @@ from sqlalchemy import create_engine, text
 from app.auth import create_key
 from app.db import make_engine, make_session_factory
 from bench.stack import Stack, rss_peak_kib, wait
-from models.random_model import build, pseudo_corpus
+from models.random_model import build_base, pseudo_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_DIR = ROOT / ".cache" / "models"
@@ -42,8 +42,7 @@ def bench_model(args) -> Path:
     path = MODEL_DIR / PAIR
     if not (path / "model.bin").exists():
         print(f"building the benchmark model into {path} ...", flush=True)
-        build(path, layers=6, d_model=512, heads=8, ffn=2048, vocab_size=32000,
-              corpus_lines=200_000, quantization="int8", seed=11)
+        build_base(path)
     return path
 
 

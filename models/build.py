@@ -225,12 +225,10 @@ def cmd_check(args) -> None:
 
 def cmd_bench(args) -> None:
     """Build the Transformer-base sized random benchmark model and time it."""
-    from models.random_model import build
+    from models.random_model import build_base
 
     t0 = time.time()
-    path = build(args.out or ".cache/models/bench-xx-yy", layers=6, d_model=512, heads=8,
-                 ffn=2048, vocab_size=32000, corpus_lines=args.corpus_lines,
-                 quantization="int8")
+    path = build_base(args.out or ".cache/models/bench-xx-yy", corpus_lines=args.corpus_lines)
     print(f"{path} built in {time.time() - t0:.1f}s, {size_mb(Path(path))} MB")
 
 
