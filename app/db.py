@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 
 def make_engine(url: str) -> Engine:
@@ -14,8 +15,10 @@ def make_engine(url: str) -> Engine:
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # No pool limit: a worker runs many tasks at once, SQLite connections are cheap,
+        # and writers queue on the file lock (busy timeout), not on a pool.
         engine = create_engine(
-            url, connect_args={"timeout": 30, "check_same_thread": False}
+            url, connect_args={"timeout": 30, "check_same_thread": False}, poolclass=NullPool
         )
 
         @event.listens_for(engine, "connect")
@@ -28,7 +31,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -13,6 +13,7 @@ from typing import TypeVar
 import redis
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import callbacks, logs, metrics, netguard
@@ -140,9 +141,10 @@ def with_db_retry(session: Session, call: Callable[[], T]) -> T:
     for delay in DB_RETRY_DELAYS:
         try:
             return call()
-        except OperationalError as exc:
+        except (OperationalError, PoolTimeout) as exc:
             session.rollback()
-            log.warning("database unavailable, retrying in %ss error=%s", delay, exc.orig)
+            log.warning("database unavailable, retrying in %ss error=%s", delay,
+                        getattr(exc, "orig", exc))
             time.sleep(delay)
     return call()
 
