@@ -52,7 +52,8 @@ def run_demo() -> None:
     auth = {"Authorization": f"Bearer {key}"}
     pairs = [p["pair"] for p in requests.get(f"{API}/v1/languages", headers=auth,
                                              timeout=5).json()["pairs"]]
-    print(f"\nStapel is up: API {API}, Flower http://127.0.0.1:5555")
+    flower = os.environ.get("STAPEL_FLOWER_PORT", "5555")
+    print(f"\nStapel is up: API {API}, Flower http://127.0.0.1:{flower}")
     print(f"Demo tenant key (shown once): {key}")
     print(f"Try:  curl -H 'Authorization: Bearer {key}' {API}/v1/languages\n")
     pair = "en-de" if "en-de" in pairs else (pairs[0] if pairs else None)
