@@ -35,6 +35,8 @@ from models.random_model import build_base, pseudo_corpus
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_DIR = ROOT / ".cache" / "models"
 PAIR = "en-de"
+SUBMITTERS = 32
+"""Client threads sending the many-small jobs at once."""
 
 
 def bench_model(args) -> Path:
@@ -87,6 +89,7 @@ class Client:
         self.url, self.auth = stack.url, {"Authorization": f"Bearer {key}"}
         self.db = create_engine(stack.env["DATABASE_URL"])
         self.http = requests.Session()
+        self.http.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS))
 
     def submit(self, body: dict) -> tuple[str, float]:
         started = time.perf_counter()
@@ -118,7 +121,7 @@ def body(segments: list[str]) -> dict:
 
 def many_small(client: Client, docs: list[list[str]]) -> dict:
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=32) as pool:
+    with ThreadPoolExecutor(max_workers=SUBMITTERS) as pool:
         submitted = list(pool.map(lambda d: client.submit(body(d)), docs))
     submit_s = time.perf_counter() - started
     ids = [job_id for job_id, _ in submitted]
