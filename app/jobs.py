@@ -256,22 +256,31 @@ def _stop_chunks(session: Session, job_id: str, status: str) -> None:
 def iter_result(
     session: Session, job: Job, page: int = 2000
 ) -> Iterator[tuple[str | None, Iterator[str | None]]]:
-    """Yield (document id, its translated segments) in order, streaming rows from the DB.
+    """Yield (document id, its translated segments) in order, reading the DB page by page.
 
     Segments not translated yet come as None. Consume each document's iterator before
-    asking for the next document.
+    asking for the next document. Each page is its own short read (the transaction ends
+    before the page is handed on), so a slow or vanished client holds no transaction.
     """
+    job_id, total = job.id, job.segments_total
     documents = session.execute(
         select(Document.name, Document.segment_count)
-        .where(Document.job_id == job.id)
+        .where(Document.job_id == job_id)
         .order_by(Document.idx)
     ).all()
-    rows = session.execute(
-        select(Segment.target)
-        .where(Segment.job_id == job.id)
-        .order_by(Segment.idx)
-        .execution_options(yield_per=page)
-    )
-    targets = (target for (target,) in rows)
+    session.rollback()
+
+    def targets() -> Iterator[str | None]:
+        for start in range(0, total, page):
+            rows = session.execute(
+                select(Segment.target)
+                .where(Segment.job_id == job_id, Segment.idx >= start,
+                       Segment.idx < start + page)
+                .order_by(Segment.idx)
+            ).scalars().all()
+            session.rollback()
+            yield from rows
+
+    stream = targets()
     for name, count in documents:
-        yield name, itertools.islice(targets, count)
+        yield name, itertools.islice(stream, count)
