@@ -85,7 +85,7 @@ def create_job(
     With an idempotency key already used by this tenant, return the first job instead.
     """
     if spec.idempotency_key:
-        existing = _by_idempotency_key(session, tenant_id, spec.idempotency_key)
+        existing = by_idempotency_key(session, tenant_id, spec.idempotency_key)
         if existing is not None:
             return existing, False
     total = spec.segments_total
@@ -113,7 +113,7 @@ def create_job(
         session.flush()
     except IntegrityError:
         session.rollback()
-        existing = _by_idempotency_key(session, tenant_id, spec.idempotency_key or "")
+        existing = by_idempotency_key(session, tenant_id, spec.idempotency_key or "")
         if existing is None:
             raise
         return existing, False
@@ -144,7 +144,8 @@ def create_job(
     return job, True
 
 
-def _by_idempotency_key(session: Session, tenant_id: str, key: str) -> Job | None:
+def by_idempotency_key(session: Session, tenant_id: str, key: str) -> Job | None:
+    """Return the tenant's job created under this Idempotency-Key, if any."""
     return session.scalar(
         select(Job).where(Job.tenant_id == tenant_id, Job.idempotency_key == key)
     )

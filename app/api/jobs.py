@@ -10,7 +10,6 @@ from dataclasses import replace
 from datetime import datetime
 
 from flask import Response, g, jsonify, request, stream_with_context, url_for
-from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app import jobs, quotas
@@ -86,7 +85,7 @@ def create_job():
         )
     session = db_session()
     s = ext.settings
-    replay = _replay(session, g.tenant_id, key)
+    replay = jobs.by_idempotency_key(session, g.tenant_id, key) if key else None
     if replay is not None:
         job, created, flying = replay, False, 0
     else:
@@ -107,14 +106,6 @@ def create_job():
     response.status_code = 202 if created else 200
     response.headers["Location"] = payload["links"]["self"]
     return response
-
-
-def _replay(session, tenant_id: str, key: str | None) -> Job | None:
-    """Return the job an Idempotency-Key already named (answered without new quota)."""
-    if key is None:
-        return None
-    return session.scalar(select(Job).where(Job.tenant_id == tenant_id,
-                                            Job.idempotency_key == key))
 
 
 def _dispatch(ext, session, job: Job, priority: int) -> None:
