@@ -7,11 +7,18 @@ when the oldest of them has waited `wait_s`, whichever comes first (the `batch_s
 (higher first), then in arrival order, so an old low-priority job is overtaken only by
 higher-priority work, never by newer work of its own priority. Each request gets back
 exactly its own segments, batch by batch, with their indexes.
+
+How a batch is cut: every batch holds the head, the oldest segment of the highest
+priority waiting, so each batch serves the head and nothing waits behind work of its own
+priority that came later. Around the head, the batch takes segments of the same
+priority from a window of the next WINDOW_BUDGETS budgets' worth, sorted by length, the
+way CTranslate2 sorts its own input: a batch of similar lengths wastes little on
+padding (on the benchmark model, arrival-order batches ran at 0.87 of sorted ones).
+Room left over is filled with lower-priority segments that fit.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import queue
@@ -19,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import ctranslate2
 import sentencepiece as spm
@@ -31,12 +38,22 @@ log = logging.getLogger(__name__)
 _DONE = object()
 
 
-@dataclass(order=True)
+WINDOW_BUDGETS = 8
+"""How many token budgets of waiting segments one batch is chosen from, sorted by length."""
+
+
+@dataclass(eq=False)
 class _Item:
-    key: tuple[int, int]
-    request: Request = field(compare=False)
-    index: int = field(compare=False)
-    tokens: list[str] = field(compare=False)
+    seq: int
+    arrived: float
+    request: Request
+    index: int
+    tokens: list[str]
+    taken: bool = False
+
+    @property
+    def size(self) -> int:
+        return max(len(self.tokens), 1)
 
 
 class Request:
@@ -116,9 +133,8 @@ class Batcher:
         self.name = name
         self.stats = BatchStats()
         self.last_progress = time.monotonic()
-        self._heap: list[_Item] = []
-        self._arrivals: deque[tuple[int, float]] = deque()
-        self._taken: set[int] = set()
+        self._lanes: dict[int, deque[_Item]] = {}
+        """Waiting segments per priority, in arrival order (taken ones leave lazily)."""
         self._pending_tokens = 0
         self._seq = itertools.count()
         self._closed = False
@@ -142,18 +158,18 @@ class Batcher:
         order = sorted(range(len(work)), key=lambda p: len(tokens[p]))
         now = time.monotonic()
         with self._cond:
+            lane = self._lanes.setdefault(priority, deque())
             for p in order:
-                seq = next(self._seq)
-                heapq.heappush(self._heap, _Item((-priority, seq), request, work[p][0], tokens[p]))
-                self._arrivals.append((seq, now))
-                self._pending_tokens += max(len(tokens[p]), 1)
+                item = _Item(next(self._seq), now, request, work[p][0], tokens[p])
+                lane.append(item)
+                self._pending_tokens += item.size
             self._cond.notify()
         return request
 
     def progressing(self, within_s: float) -> bool:
         """Return whether a batch finished, or the batcher was idle, within within_s."""
         with self._cond:
-            idle = not self._heap
+            idle = self._pending_tokens == 0
         return idle or time.monotonic() - self.last_progress < within_s
 
     def close(self) -> None:
@@ -162,15 +178,65 @@ class Batcher:
             self._closed = True
             self._cond.notify()
 
-    def _oldest_arrival(self) -> float | None:
-        while self._arrivals and self._arrivals[0][0] in self._taken:
-            self._taken.discard(self._arrivals.popleft()[0])
-        return self._arrivals[0][1] if self._arrivals else None
+    def _waiting(self) -> list[deque[_Item]]:
+        """The lanes with a waiting segment, highest priority first (taken ones dropped)."""
+        lanes = []
+        for priority in sorted(self._lanes, reverse=True):
+            lane = self._lanes[priority]
+            while lane and lane[0].taken:
+                lane.popleft()
+            if lane:
+                lanes.append(lane)
+        return lanes
+
+    def _window(self, lane: deque[_Item]) -> list[_Item]:
+        """The lane's first waiting segments, up to WINDOW_BUDGETS budgets of tokens."""
+        window: list[_Item] = []
+        tokens = 0
+        for item in lane:
+            if item.taken:
+                continue
+            window.append(item)
+            tokens += item.size
+            if tokens >= WINDOW_BUDGETS * self.budget:
+                break
+        return window
+
+    def _cut(self, head: _Item, window: list[_Item]) -> list[_Item]:
+        """The largest run of length-sorted window segments that holds head and fits the budget.
+
+        A run [lo, hi] of sorted sizes costs (hi - lo + 1) * size[hi] padded tokens; for
+        each hi from the head up, the run reaches as far down as the budget allows.
+        """
+        ordered = sorted(window, key=lambda item: (item.size, item.seq))
+        at = ordered.index(head)
+        best = (at, at)
+        for hi in range(at, len(ordered)):
+            fits = max(self.budget // ordered[hi].size, 1)
+            lo = max(hi + 1 - fits, 0)
+            if lo > at:
+                break
+            if hi - lo >= best[1] - best[0]:  # on a tie, the longer run: less padding later
+                best = (lo, hi)
+        return ordered[best[0]:best[1] + 1]
+
+    def _fill(self, batch: list[_Item], lanes: list[deque[_Item]]) -> None:
+        """Add lower-priority segments, in priority then arrival order, while they fit."""
+        longest = max(item.size for item in batch)
+        for lane in lanes:
+            for item in self._window(lane):
+                size = max(longest, item.size)
+                if (len(batch) + 1) * size <= self.budget:
+                    batch.append(item)
+                    longest = size
+                elif item.size <= longest:
+                    return  # full: nothing more fits without going over the budget
 
     def _next_batch(self) -> list[_Item] | None:
         with self._cond:
             while True:
-                oldest = self._oldest_arrival()
+                lanes = self._waiting()
+                oldest = min((lane[0].arrived for lane in lanes), default=None)
                 if oldest is None and self._closed:
                     return None
                 if oldest is not None:
@@ -181,17 +247,12 @@ class Batcher:
                     self._cond.wait(self.wait_s - waited)
                 else:
                     self._cond.wait()
-            batch: list[_Item] = []
-            longest = 0
-            while self._heap:
-                size = max(len(self._heap[0].tokens), 1)
-                if batch and (len(batch) + 1) * max(longest, size) > self.budget:
-                    break
-                item = heapq.heappop(self._heap)
-                longest = max(longest, size)
-                batch.append(item)
-                self._taken.add(item.key[1])
-                self._pending_tokens -= size
+            top, *lower = lanes
+            batch = self._cut(top[0], self._window(top))
+            self._fill(batch, lower)
+            for item in batch:
+                item.taken = True
+                self._pending_tokens -= item.size
             return batch
 
     def _run(self) -> None:
@@ -221,8 +282,8 @@ class Batcher:
             request._deliver(part)
 
     def _count(self, batch: list[_Item]) -> None:
-        longest = max(max(len(i.tokens), 1) for i in batch)
-        real = sum(max(len(i.tokens), 1) for i in batch)
+        longest = max(i.size for i in batch)
+        real = sum(i.size for i in batch)
         self.stats.batches += 1
         self.stats.segments += len(batch)
         self.stats.padded_tokens += longest * len(batch)

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from workers.batcher import Batcher
 from workers.engine import Engine
 
 
@@ -95,3 +96,52 @@ def test_waiting_request_ticks_so_its_task_can_heartbeat(model_root):
     assert parts[0] == []  # nothing yet: the batch waits up to wait_s for company
     assert sorted(i for part in parts for i, _ in part) == [0, 1]
     assert batcher.progressing(within_s=60)
+
+
+class Recording:
+    """The real translator, remembering the source lengths of every batch it ran."""
+
+    def __init__(self, translator) -> None:
+        self.translator = translator
+        self.batches: list[list[int]] = []
+
+    def translate_batch(self, tokens, **options):
+        self.batches.append([len(t) for t in tokens])
+        return self.translator.translate_batch(tokens, **options)
+
+
+def recording_batcher(model_root, budget_of, wait_s=0.5):
+    """A batcher over the real en-de model whose budget is budget_of(width of a text)."""
+    loaded = Engine(model_root, max_decoding_length=8).model("en-de")
+    recording = Recording(loaded.translator)
+    suffix = loaded.batcher.suffix
+
+    def width(text: str) -> int:
+        return len(loaded.source.encode(text, out_type=str)) + len(suffix)
+
+    batcher = Batcher(recording, loaded.source, loaded.target, budget=budget_of(width),
+                      wait_s=wait_s, options=loaded.batcher.options, suffix=suffix)
+    return batcher, recording, width
+
+
+LONG, SHORT = "the green house on the hill by the river", "yes"
+
+
+def test_batches_group_similar_lengths_across_jobs(model_root):
+    batcher, recording, width = recording_batcher(model_root, lambda w: 2 * w(LONG))
+    requests = [batcher.submit([(0, text)], job_id=str(n))
+                for n, text in enumerate([LONG, SHORT, LONG, SHORT])]
+    collect(*requests)
+    # In arrival order the batches would be long+short twice, padded to the long width.
+    assert recording.batches == [[width(LONG)] * 2, [width(SHORT)] * 2]
+    assert batcher.stats.padded_tokens == batcher.stats.real_tokens
+
+
+def test_oldest_segment_is_in_the_next_batch_even_among_shorter_ones(model_root):
+    batcher, recording, width = recording_batcher(model_root, lambda w: 3 * w(SHORT))
+    first = batcher.submit([(0, LONG)], job_id="old")
+    later = [batcher.submit([(0, SHORT)], job_id=str(n)) for n in range(6)]
+    collect(first, *later)
+    assert width(LONG) in recording.batches[0]
+    assert sorted(size for batch in recording.batches for size in batch) == sorted(
+        [width(SHORT)] * 6 + [width(LONG)])
