@@ -1,10 +1,12 @@
 """Quotas per tenant (segments per UTC day, jobs in flight) and the fair-share priority.
 
-A submission is admitted under a short per-tenant Redis lock: the jobs in flight
-(queued + running rows in the DB) are counted, then today's segment counter is raised
-with INCRBY and lowered again if that goes over the limit or the job is not stored. So
-concurrent submissions of one tenant can never overshoot either quota, and every web
-process sees the same counts. A limit of 0 means no limit.
+Today's segment counter is raised with INCRBY and lowered again if that goes over the
+limit or the job is not stored, so concurrent submissions never overshoot it. The jobs
+in flight (queued + running rows in the DB) are counted and the job stored under a short
+per-tenant lock, so they never overshoot either: a lock in the process first, where
+its threads queue without polling, then a Redis lock shared by every web process
+(polled every LOCK_POLL_S). Without a jobs-in-flight limit no lock is taken. A limit
+of 0 means no limit.
 
 Fair share: a job's broker priority is its requested priority minus one step for every
 `fair_share_step` jobs its tenant already has in flight (never below 0). A tenant that
@@ -15,8 +17,10 @@ the jobs-in-flight quota bounds how deep the flood can be.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -32,6 +36,7 @@ log = logging.getLogger(__name__)
 IN_FLIGHT_STATES = ("queued", "running")
 LOCK_TIMEOUT_S = 60
 LOCK_WAIT_S = 10
+LOCK_POLL_S = 0.005
 IN_FLIGHT_RETRY_S = 30
 """What a jobs-in-flight refusal tells clients to wait (jobs end at no fixed time)."""
 
@@ -97,6 +102,43 @@ def fair_priority(priority: int, jobs_in_flight: int, step: int) -> int:
     return max(0, priority - jobs_in_flight // step)
 
 
+_LOCAL_LOCKS: dict[str, threading.Lock] = {}
+_LOCAL_GUARD = threading.Lock()
+
+
+def _busy() -> Unavailable:
+    return Unavailable("too many submissions of this tenant at once; retry later",
+                       code="submission_busy")
+
+
+@contextmanager
+def tenant_lock(client: redis.Redis, tenant_id: str) -> Iterator[None]:
+    """Hold the tenant's submission lock (this process's, then the shared Redis one).
+
+    Raises Unavailable (503 submission_busy) after waiting LOCK_WAIT_S in all.
+    """
+    with _LOCAL_GUARD:
+        local = _LOCAL_LOCKS.setdefault(tenant_id, threading.Lock())
+    deadline = time.monotonic() + LOCK_WAIT_S
+    if not local.acquire(timeout=LOCK_WAIT_S):
+        raise _busy()
+    try:
+        shared = client.lock(f"stapel:quota:{tenant_id}:lock", timeout=LOCK_TIMEOUT_S,
+                             sleep=LOCK_POLL_S,
+                             blocking_timeout=max(deadline - time.monotonic(), LOCK_POLL_S))
+        if not shared.acquire():
+            raise _busy()
+        try:
+            yield
+        finally:
+            try:
+                shared.release()
+            except redis.exceptions.LockError:
+                log.warning("quota lock expired before release tenant=%s", tenant_id)
+    finally:
+        local.release()
+
+
 @contextmanager
 def admit(client: redis.Redis, session: Session, tenant_id: str, segments: int, *,
           segments_limit: int, jobs_limit: int, now: datetime | None = None) -> Iterator[int]:
@@ -106,12 +148,7 @@ def admit(client: redis.Redis, session: Session, tenant_id: str, segments: int, 
     the block raises; call `refund` when the block stored no new job.
     """
     now = now or utcnow()
-    lock = client.lock(f"stapel:quota:{tenant_id}:lock", timeout=LOCK_TIMEOUT_S,
-                       blocking_timeout=LOCK_WAIT_S)
-    if not lock.acquire():
-        raise Unavailable("too many submissions of this tenant at once; retry later",
-                          code="submission_busy")
-    try:
+    with tenant_lock(client, tenant_id) if jobs_limit else nullcontext():
         flying = in_flight(session, tenant_id)
         if jobs_limit and flying >= jobs_limit:
             raise QuotaExceeded(
@@ -135,11 +172,6 @@ def admit(client: redis.Redis, session: Session, tenant_id: str, segments: int, 
         except BaseException:
             client.decrby(key, segments)
             raise
-    finally:
-        try:
-            lock.release()
-        except redis.exceptions.LockError:
-            log.warning("quota lock expired before release tenant=%s", tenant_id)
 
 
 def refund(client: redis.Redis, tenant_id: str, segments: int,

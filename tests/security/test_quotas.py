@@ -84,6 +84,26 @@ def test_concurrent_admissions_never_overshoot(engine, redis_client, session):
                         jobs_limit=0).segments_today == 18
 
 
+def test_concurrent_submissions_never_overshoot_jobs_in_flight(make_app):
+    app = make_app(quota_jobs_in_flight=5)
+    acme = key_for(app, "acme")
+    statuses, barrier = [], threading.Barrier(12)
+
+    def submit():
+        client = app.test_client()
+        barrier.wait()
+        statuses.append(client.post("/v1/jobs", headers=acme, json=job_body()).status_code)
+
+    threads = [threading.Thread(target=submit) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [202] * 5 + [429] * 7
+    usage = app.test_client().get("/v1/usage", headers=acme).get_json()
+    assert usage["jobs_in_flight"] == 5
+
+
 @pytest.mark.parametrize(("priority", "flying", "step", "expected"), [
     (5, 0, 5, 5), (5, 4, 5, 5), (5, 5, 5, 4), (5, 12, 5, 3), (9, 100, 5, 0), (0, 0, 5, 0),
     (7, 50, 0, 7),
