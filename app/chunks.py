@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import case, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from app.callbacks import on_final
@@ -32,6 +33,9 @@ class Claim:
     end: int
     attempt: int
     priority: int
+    chunks_total: int = 1
+    sent_at: datetime | None = None
+    has_callback: bool = False
 
 
 def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
@@ -50,26 +54,28 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
         return None
     chunk = session.execute(
         select(Chunk.job_id, Chunk.idx, Chunk.first_segment, Chunk.end_segment,
-               Chunk.attempts, Job.source_lang, Job.target_lang, Job.priority)
+               Chunk.attempts, Chunk.sent_at, Job.source_lang, Job.target_lang, Job.priority,
+               Job.chunks_total, Job.callback_url.is_not(None).label("has_callback"))
         .join(Job, Job.id == Chunk.job_id)
         .where(Chunk.id == chunk_id)
     ).one()
     session.execute(
         update(Job)
-        .where(Job.id == chunk.job_id, Job.status == "queued")
-        .values(status="running", started_at=func.coalesce(Job.started_at, now))
-    )
-    session.execute(
-        update(Job)
         .where(Job.id == chunk.job_id)
-        .values(attempts=case((Job.attempts < chunk.attempts, chunk.attempts),
-                              else_=Job.attempts))
+        .values(
+            status=case((Job.status == "queued", literal("running")), else_=Job.status),
+            started_at=case((Job.status == "queued", func.coalesce(Job.started_at, now)),
+                            else_=Job.started_at),
+            attempts=case((Job.attempts < chunk.attempts, chunk.attempts), else_=Job.attempts),
+        )
     )
     session.commit()
     return Claim(
         chunk_id=chunk_id, job_id=chunk.job_id, chunk_idx=chunk.idx, token=token,
         pair=f"{chunk.source_lang}-{chunk.target_lang}", first=chunk.first_segment,
         end=chunk.end_segment, attempt=chunk.attempts, priority=chunk.priority,
+        chunks_total=chunk.chunks_total, sent_at=chunk.sent_at,
+        has_callback=bool(chunk.has_callback),
     )
 
 
@@ -93,11 +99,7 @@ def record_batch(session: Session, claim: Claim, translations: list[tuple[int, s
 
     The segments are kept even when the claim is lost: they are correct translations.
     """
-    if translations:
-        session.execute(
-            update(Segment),
-            [{"job_id": claim.job_id, "idx": i, "target": t} for i, t in translations],
-        )
+    _write_segments(session, claim, translations)
     done = session.scalar(
         select(func.count())
         .select_from(Segment)
@@ -119,6 +121,14 @@ def record_batch(session: Session, claim: Claim, translations: list[tuple[int, s
     return owned
 
 
+def _write_segments(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> None:
+    if translations:
+        session.execute(
+            update(Segment),
+            [{"job_id": claim.job_id, "idx": i, "target": t} for i, t in translations],
+        )
+
+
 def _refresh_job_progress(session: Session, job_id: str) -> None:
     total_done = (
         select(func.coalesce(func.sum(Chunk.done), 0))
@@ -128,9 +138,17 @@ def _refresh_job_progress(session: Session, job_id: str) -> None:
     session.execute(update(Job).where(Job.id == job_id).values(segments_done=total_done))
 
 
-def finish_chunk(session: Session, claim: Claim) -> str | None:
-    """Mark the chunk succeeded; return "succeeded" if that finished its job, else None."""
+def finish_chunk(session: Session, claim: Claim,
+                 translations: list[tuple[int, str]] = ()) -> str | None:
+    """Write the last translations and mark the chunk succeeded, in one transaction.
+
+    Return "succeeded" if that finished its job, None if other chunks are still to go,
+    "lost" if the claim was lost (the translations are kept, nothing else changes). A job
+    of one chunk ends in the same transaction; a job of several is checked after the
+    commit, so that of two last chunks finishing at once one sees the other's success.
+    """
     now = utcnow()
+    _write_segments(session, claim, list(translations))
     result = session.execute(
         update(Chunk)
         .where(Chunk.id == claim.chunk_id, Chunk.claim_token == claim.token,
@@ -138,8 +156,10 @@ def finish_chunk(session: Session, claim: Claim) -> str | None:
         .values(status="succeeded", finished_at=now, done=claim.end - claim.first)
     )
     if result.rowcount != 1:
-        session.rollback()
-        return None
+        session.commit()
+        return "lost"
+    if claim.chunks_total == 1:
+        return _finish_job(session, claim.job_id, now)
     _refresh_job_progress(session, claim.job_id)
     session.commit()
     unfinished = session.scalar(
@@ -149,9 +169,13 @@ def finish_chunk(session: Session, claim: Claim) -> str | None:
     )
     if unfinished:
         return None
+    return _finish_job(session, claim.job_id, now)
+
+
+def _finish_job(session: Session, job_id: str, now: datetime) -> str | None:
     finished = session.execute(
         update(Job)
-        .where(Job.id == claim.job_id, Job.status.in_(("queued", "running")))
+        .where(Job.id == job_id, Job.status.in_(("queued", "running")))
         .values(status="succeeded", finished_at=now, segments_done=Job.segments_total,
                 **on_final(now))
     ).rowcount == 1

@@ -178,10 +178,9 @@ def _run_chunk(current: WorkerState, chunk_id: str, worker: str, queue: str) -> 
 
 def _run_claimed(current: WorkerState, session: Session, claim: Claim, worker: str,
                  queue: str) -> str:
-    sent_at = with_db_retry(session, lambda: session.scalar(
-        select(Chunk.sent_at).where(Chunk.id == claim.chunk_id)))
-    if sent_at is not None:
-        metrics.observe_stage("queue_wait", max(0.0, (utcnow() - sent_at).total_seconds()))
+    if claim.sent_at is not None:
+        metrics.observe_stage("queue_wait",
+                              max(0.0, (utcnow() - claim.sent_at).total_seconds()))
     log.info(
         "chunk claimed logid=%s chunk=%d attempt=%d worker=%s queue=%s",
         claim.job_id, claim.chunk_idx, claim.attempt, worker, queue,
@@ -198,35 +197,51 @@ def _run_claimed(current: WorkerState, session: Session, claim: Claim, worker: s
 
 def _translate(current: WorkerState, session: Session, claim: Claim) -> str:
     pending = with_db_retry(session, lambda: pending_segments(session, claim))
+    # End the read transaction: a task waiting in the batcher must not hold a pooled
+    # connection (64 waiting tasks would drain the pool and stall every other claim).
+    session.commit()
     started = time.monotonic()
     settings = current.settings
     cached = claim.pair in current.engine.loaded_pairs()
     metrics.MODEL_CACHE.labels(claim.pair, "hit" if cached else "miss").inc()
     batches = current.engine.translate_batches(claim.pair, pending, priority=claim.priority,
                                                job_id=claim.job_id, tick_s=settings.heartbeat_s)
-    for batch in batches:
+    left, last = len(pending), []
+    for part in batches:
         # A quiet tick heartbeats only while the model's batcher is getting through
         # work: a hung translation must stop the heartbeats so the watchdog acts.
-        if not batch and not batches.batcher.progressing(settings.heartbeat_timeout_s / 2):
+        if not part and not batches.batcher.progressing(settings.heartbeat_timeout_s / 2):
             continue
+        left -= len(part)
+        if part:
+            metrics.observe_segments(settings.pool, claim.pair, len(part))
+        if left == 0:
+            last = part  # written with the chunk's finish, in one transaction
+            break
         write_started = time.monotonic()
-        owned = with_db_retry(session, lambda part=batch: record_batch(session, claim, part))
+        owned = with_db_retry(session, lambda part=part: record_batch(session, claim, part))
         metrics.observe_stage("write", time.monotonic() - write_started)
-        if batch:
-            metrics.observe_segments(settings.pool, claim.pair, len(batch))
         if not owned:
-            log.info("chunk stopped: cancelled or requeued logid=%s chunk=%d",
-                     claim.job_id, claim.chunk_idx)
-            return "stopped"
-    outcome = with_db_retry(session, lambda: finish_chunk(session, claim))
-    if outcome:
-        _notify(session, claim.job_id)
+            return _stopped(claim)
+    write_started = time.monotonic()
+    outcome = with_db_retry(session, lambda: finish_chunk(session, claim, last))
+    metrics.observe_stage("write", time.monotonic() - write_started)
+    if outcome == "lost":
+        return _stopped(claim)
+    if outcome and claim.has_callback:
+        send_callback(celery, claim.job_id)
     log.info(
         "chunk done logid=%s chunk=%d segments=%d seconds=%.2f job=%s",
         claim.job_id, claim.chunk_idx, len(pending), time.monotonic() - started,
         outcome or "running",
     )
     return outcome or "chunk_succeeded"
+
+
+def _stopped(claim: Claim) -> str:
+    log.info("chunk stopped: cancelled or requeued logid=%s chunk=%d",
+             claim.job_id, claim.chunk_idx)
+    return "stopped"
 
 
 def _fail(current: WorkerState, session: Session, claim: Claim, error: str, *, retry: bool) -> str:

@@ -82,6 +82,33 @@ def test_progress_and_finish(any_session):
     assert result == [("d0", ["eins", "zwei", "drei"])]
 
 
+def test_a_one_chunk_job_ends_with_its_last_translations_in_one_write(any_session):
+    _, job = make_job(any_session, n=2, chunk=10)
+    (cid,) = chunk_ids(any_session, job.id)
+    claim = ch.claim_chunk(any_session, cid, "w")
+    assert (claim.chunks_total, claim.has_callback) == (1, False)
+    assert claim.sent_at is None  # never marked sent: make_job sends nothing
+    assert ch.finish_chunk(any_session, claim, [(0, "eins"), (1, "zwei")]) == "succeeded"
+    any_session.expire_all()
+    done = any_session.get(Job, job.id)
+    assert (done.status, done.segments_done, done.started_at is not None) == (
+        "succeeded", 2, True)
+    assert [list(segs) for _, segs in jobs.iter_result(any_session, done)] == [["eins", "zwei"]]
+
+
+def test_finish_after_a_lost_claim_keeps_the_translations_and_changes_nothing_else(any_session):
+    _, job = make_job(any_session, n=2, chunk=10)
+    (cid,) = chunk_ids(any_session, job.id)
+    claim = ch.claim_chunk(any_session, cid, "w")
+    jobs.cancel_job(any_session, job.tenant_id, job.id)
+    assert ch.finish_chunk(any_session, claim, [(0, "eins"), (1, "zwei")]) == "lost"
+    any_session.expire_all()
+    assert any_session.get(Job, job.id).status == "cancelled"
+    assert any_session.get(Chunk, cid).status == "cancelled"
+    assert any_session.scalar(select(Segment.target).where(
+        Segment.job_id == job.id, Segment.idx == 1)) == "zwei"
+
+
 def test_resume_skips_written_segments(any_session):
     _, job = make_job(any_session, n=4, chunk=10)
     (cid,) = chunk_ids(any_session, job.id)
