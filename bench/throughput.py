@@ -25,11 +25,12 @@ from pathlib import Path
 import ctranslate2
 import requests
 import sentencepiece as spm
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
 from app.auth import create_key
 from app.db import make_engine, make_session_factory
-from bench.stack import Stack, rss_peak_kib, wait
+from bench.stack import Stack, free_port, rss_peak_kib, wait
 from models.random_model import build_base, pseudo_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +114,38 @@ class Client:
                 + ",".join(f"'{i}'" for i in ids) + ")")).scalar()
         if failed:
             raise RuntimeError(f"{failed} benchmark jobs did not succeed")
+
+
+class WorkerProbe:
+    """Reads the worker's Prometheus exporter: batches, batched segments, translate time."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def read(self) -> dict:
+        totals = {"batches": 0.0, "batched_segments": 0.0, "translate_s": 0.0}
+        text_ = requests.get(self.url, timeout=10).text
+        for family in text_string_to_metric_families(text_):
+            for sample in family.samples:
+                if sample.name == "stapel_batch_size_count":
+                    totals["batches"] += sample.value
+                elif sample.name == "stapel_batch_size_sum":
+                    totals["batched_segments"] += sample.value
+                elif (sample.name == "stapel_stage_seconds_sum"
+                      and sample.labels.get("stage") == "translate"):
+                    totals["translate_s"] += sample.value
+        return totals
+
+    def during(self, run, *args) -> dict:
+        """Run run(*args); add the mean batch size and the translator's busy share."""
+        before = self.read()
+        row = run(*args)
+        after = self.read()
+        delta = {k: after[k] - before[k] for k in before}
+        row["batches"] = int(delta["batches"])
+        row["mean_batch_segments"] = delta["batched_segments"] / max(delta["batches"], 1)
+        row["translator_busy"] = delta["translate_s"] / row["seconds"]
+        return row
 
 
 def body(segments: list[str]) -> dict:
@@ -214,14 +247,16 @@ def main(argv: list[str] | None = None) -> None:
         "STAPEL_QUOTA_SEGMENTS_PER_DAY": str(10**9)})
     try:
         stack.start_web()
-        stack.start_worker("cpu", args.concurrency)
+        metrics_port = free_port()
+        stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(metrics_port)})
+        probe = WorkerProbe(f"http://127.0.0.1:{metrics_port}/metrics")
         with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
             key = create_key(session, "bench")[1]
         client = Client(stack, key)
         print("many small ...", flush=True)
-        small = many_small(client, docs)
+        small = probe.during(many_small, client, docs)
         print("one big ...", flush=True)
-        large = one_big(client, big)
+        large = probe.during(one_big, client, big)
         print("idle latency ...", flush=True)
         latency = idle_latency(client, singles)
         print("peak RSS during a huge job ...", flush=True)
@@ -243,9 +278,12 @@ def main(argv: list[str] | None = None) -> None:
     results["huge_job_rss"] = rss
     out = ROOT / "bench" / "results" / f"{args.name}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print("\n| row | segments/s | ratio to raw |\n|---|---:|---:|")
+    print("\n| row | segments/s | ratio to raw | mean batch | translator busy |\n"
+          "|---|---:|---:|---:|---:|")
     for name, row in rows.items():
-        print(f"| {name} | {row['segments_per_s']:.1f} | {row['ratio']:.2f} |")
+        extra = (f"{row['mean_batch_segments']:.0f} | {row['translator_busy']:.0%}"
+                 if "batches" in row else "|")
+        print(f"| {name} | {row['segments_per_s']:.1f} | {row['ratio']:.2f} | {extra} |")
     print(f"\nPOST /v1/jobs: {small['submit_jobs_per_s']:.0f} jobs/s, p50 "
           f"{small['post_p50_ms']:.0f} ms, p99 {small['post_p99_ms']:.0f} ms")
     print(f"one-segment job on an idle worker, submit to done: p50 {latency['p50_ms']:.0f} ms,"
