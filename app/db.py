@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import threading
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+
+_WRITES = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
 
 
 def make_engine(url: str) -> Engine:
@@ -22,6 +27,8 @@ def make_engine(url: str) -> Engine:
             pool_size=20, max_overflow=-1,
         )
 
+        _one_writer_per_process(engine)
+
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record) -> None:
             cur = dbapi_conn.cursor()
@@ -33,6 +40,56 @@ def make_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40)
+
+
+WRITE_WAIT_S = 30
+"""How long a thread waits for its process's SQLite write turn (as long as busy_timeout)."""
+
+
+def _one_writer_per_process(engine: Engine) -> None:
+    """Let one thread at a time write to SQLite from this process; the others queue here.
+
+    SQLite has one write lock per file. Threads that wait for it inside SQLite sleep in
+    growing steps (1, 2, 5, ... 100 ms) and the lock sits idle between them: under many
+    writers a commit of a fraction of a millisecond costs several. Queued on a Python
+    lock instead, the next writer starts as soon as the last one commits. The lock is
+    taken at a transaction's first write statement (when SQLite takes its own) and given
+    back at commit or rollback.
+    """
+    lock = threading.Lock()
+
+    def release(conn) -> None:
+        if conn.info.pop("stapel_writer", False):
+            lock.release()
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _take(conn, _cursor, statement, _params, _context, _many) -> None:
+        if conn.info.get("stapel_writer") or not _WRITES.match(statement):
+            return
+        if not lock.acquire(timeout=WRITE_WAIT_S):
+            raise OperationalError(statement, None, Exception(
+                f"database is locked: no write turn in this process within {WRITE_WAIT_S} s"))
+        conn.info["stapel_writer"] = True
+
+    for name in ("commit", "rollback"):
+        event.listen(engine, name, release)
+
+    # A connection reset, invalidated or closed by the pool ends its transaction too.
+    def release_record(record) -> None:
+        if record.info.pop("stapel_writer", False):
+            lock.release()
+
+    @event.listens_for(engine.pool, "reset")
+    def _reset(_dbapi_conn, record, _state) -> None:
+        release_record(record)
+
+    @event.listens_for(engine.pool, "invalidate")
+    def _invalidate(_dbapi_conn, record, _exception) -> None:
+        release_record(record)
+
+    @event.listens_for(engine.pool, "close")
+    def _close(_dbapi_conn, record) -> None:
+        release_record(record)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
