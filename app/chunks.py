@@ -38,6 +38,15 @@ class Claim:
     has_callback: bool = False
 
 
+def chunk_extent(session: Session, chunk_id: str) -> tuple[str, int] | None:
+    """Return (job id, segment count) of a queued chunk, or None if it is not queued."""
+    row = session.execute(
+        select(Chunk.job_id, Chunk.end_segment - Chunk.first_segment)
+        .where(Chunk.id == chunk_id, Chunk.status == "queued")
+    ).first()
+    return (row[0], row[1]) if row else None
+
+
 def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
     """Take a queued chunk for this worker, or return None if it is not claimable."""
     token, now = new_id(), utcnow()

@@ -70,6 +70,8 @@ class Settings:
     preload: tuple[str, ...] = ()
     batch_tokens: int = 4096
     batch_wait_ms: float = 50.0
+    worker_segments: int = 4000
+    defer_s: float = 2.0
     max_decoding_length: int = 256
     min_decoding_length: int = 0
     beam_size: int = 1
@@ -113,6 +115,8 @@ class Settings:
             preload=tuple(p for p in (env.get("STAPEL_PRELOAD") or "").split(",") if p),
             batch_tokens=env_int(env, "STAPEL_BATCH_TOKENS", 4096),
             batch_wait_ms=env_float(env, "STAPEL_BATCH_WAIT_MS", 50.0),
+            worker_segments=env_int(env, "STAPEL_WORKER_SEGMENTS", 4000),
+            defer_s=env_float(env, "STAPEL_DEFER_S", 2.0),
             max_decoding_length=env_int(env, "STAPEL_MAX_DECODING_LENGTH", 256),
             min_decoding_length=env_int(env, "STAPEL_MIN_DECODING_LENGTH", 0),
             beam_size=env_int(env, "STAPEL_BEAM_SIZE", 1),

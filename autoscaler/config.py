@@ -68,7 +68,7 @@ class AutoscalerSettings:
     pools: tuple[PoolSettings, ...] = ()
     namespace: str = "default"
     api_timeout_s: float = 10.0
-    worker_concurrency: int = 2
+    worker_concurrency: int = 128
 
     def pool(self, name: str) -> PoolSettings:
         """Return the settings of the named pool."""
@@ -88,7 +88,7 @@ class AutoscalerSettings:
             pools=tuple(_pool_from_env(env, name) for name in POOLS),
             namespace=env.get("STAPEL_K8S_NAMESPACE") or _incluster_namespace() or "default",
             api_timeout_s=env_float(env, "STAPEL_K8S_TIMEOUT_S", 10.0),
-            worker_concurrency=env_int(env, "STAPEL_WORKER_CONCURRENCY", 2),
+            worker_concurrency=env_int(env, "STAPEL_WORKER_CONCURRENCY", 128),
         )
 
 

@@ -27,8 +27,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait(check, timeout: float, what: str):
-    """Poll check() until truthy; raise TimeoutError after timeout seconds."""
+def wait(check, timeout: float, what: str, interval: float = 0.1):
+    """Poll check() every interval s until truthy; raise TimeoutError after timeout s."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -39,7 +39,7 @@ def wait(check, timeout: float, what: str):
             return value
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} within {timeout}s")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def rss_peak_kib(pid: int) -> int:

@@ -38,6 +38,14 @@ MODEL_DIR = ROOT / ".cache" / "models"
 PAIR = "en-de"
 SUBMITTERS = 32
 """Client threads sending the many-small jobs at once."""
+POLL_S = 0.05
+"""How often the client looks for finished jobs while translation runs (each look is a
+query on the machine being measured, so not too often)."""
+LATENCY_POLL_S = 0.01
+"""How often it looks while timing a one-segment job on an idle worker."""
+WARM_UP_DOCS = 64
+"""Small jobs sent once before the rows are measured, as raw gets a warm-up call: the
+worker's task threads, DB connections and caches start cold."""
 
 
 def bench_model(args) -> Path:
@@ -106,8 +114,9 @@ class Client:
                 " AND id IN (" + ",".join(f"'{i}'" for i in ids) + ")")).scalar()
         return len(ids) - done
 
-    def wait_done(self, ids: list[str], timeout: float) -> None:
-        wait(lambda: self.unfinished(ids) == 0, timeout, f"{len(ids)} jobs done")
+    def wait_done(self, ids: list[str], timeout: float, interval: float = POLL_S) -> None:
+        wait(lambda: self.unfinished(ids) == 0, timeout, f"{len(ids)} jobs done",
+             interval=interval)
         with self.db.connect() as conn:
             failed = conn.execute(text(
                 "SELECT count(*) FROM jobs WHERE status != 'succeeded' AND id IN ("
@@ -179,7 +188,7 @@ def idle_latency(client: Client, texts: list[str]) -> dict:
     for t in texts:
         started = time.perf_counter()
         job_id, _ = client.submit(body([t]))
-        client.wait_done([job_id], timeout=120)
+        client.wait_done([job_id], timeout=120, interval=LATENCY_POLL_S)
         times.append(time.perf_counter() - started)
     return {"p50_ms": 1000 * percentile(times, 50), "p99_ms": 1000 * percentile(times, 99),
             "samples": len(times)}
@@ -212,13 +221,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--naive", type=int, default=200)
     parser.add_argument("--latency-samples", type=int, default=30)
     parser.add_argument("--rss-segments", type=int, default=200_000)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=128,
+                        help="worker task threads (the Procfile and deploy/ default)")
     args = parser.parse_args(argv)
 
     path = bench_model(args)
     rng = random.Random(5)
     lines = pseudo_corpus(args.big + 5 * args.docs + args.latency_samples + 1000, seed=5)
     docs = [[lines.pop() for _ in range(rng.randint(1, 5))] for _ in range(args.docs)]
+    warm_up = [[t] for t in pseudo_corpus(WARM_UP_DOCS, seed=11)]
     big = [lines.pop() for _ in range(args.big)]
     singles = [lines.pop() for _ in range(args.latency_samples)]
     small_texts = [t for d in docs for t in d]
@@ -253,6 +264,8 @@ def main(argv: list[str] | None = None) -> None:
         with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
             key = create_key(session, "bench")[1]
         client = Client(stack, key)
+        print("warm-up ...", flush=True)
+        many_small(client, warm_up)
         print("many small ...", flush=True)
         small = probe.during(many_small, client, docs)
         print("one big ...", flush=True)

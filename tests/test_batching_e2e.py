@@ -64,3 +64,31 @@ def test_chunked_and_unchunked_runs_agree(app, client, auth, worker, model_root)
         assert len(s.scalars(select(Chunk).where(Chunk.job_id == chunked["id"])).all()) == 5
     assert result_of(client, auth, chunked) == result_of(client, auth, whole)
     assert result_of(client, auth, whole) == alone(model_root, texts)
+
+
+def test_a_full_worker_hands_chunks_back_and_holds_one_budget_at_a_time(
+        app, client, auth, settings_overrides, model_root, tmp_path):
+    env = {"DATABASE_URL": settings_overrides["database_url"],
+           "REDIS_URL": settings_overrides["redis_url"],
+           "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]), **SETTINGS,
+           "STAPEL_WORKER_SEGMENTS": "25", "STAPEL_DEFER_S": "0.05"}
+    proc = WorkerProcess(env, tmp_path, concurrency=4).start(app.extensions["stapel"].celery)
+    try:
+        ext = app.extensions["stapel"]
+        ext.settings = ext.settings.replace(chunk_segments=25)
+        texts = sentences(100, seed=4)
+        job = client.post("/v1/jobs", headers=auth, json={
+            "source_lang": "en", "target_lang": "de", "segments": texts}).get_json()
+        assert result_of(client, auth, job) == alone(model_root, texts)
+        with ext.sessions() as s:
+            attempts = s.scalars(select(Chunk.attempts).where(Chunk.job_id == job["id"])).all()
+        assert sorted(attempts) == [1, 1, 1, 1]  # handing back is not an attempt
+        log = proc.log_path.read_text()
+        # Four chunks of 25 arrive at once; with room for 25 segments the worker runs
+        # them one after another (each batch waits 200 ms for company) and hands the
+        # waiting ones back to the queue.
+        events = re.findall(rf"chunk (claimed|done) logid={job['id']}", log)
+        assert events == ["claimed", "done"] * 4
+        assert f"chunk deferred: worker full logid={job['id']}" in log
+    finally:
+        proc.stop()

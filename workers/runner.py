@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import redis
@@ -24,7 +24,15 @@ from app.broker import (
     served_model_queues,
     waiting_task_ids,
 )
-from app.chunks import Claim, claim_chunk, fail_chunk, finish_chunk, pending_segments, record_batch
+from app.chunks import (
+    Claim,
+    chunk_extent,
+    claim_chunk,
+    fail_chunk,
+    finish_chunk,
+    pending_segments,
+    record_batch,
+)
 from app.config import Settings
 from app.db import make_engine, make_session_factory
 from app.exceptions import PermanentTranslationError
@@ -53,6 +61,28 @@ class WorkerState:
     redis: redis.Redis
     busy: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    held: int = 0
+    """Segments of the chunks this worker's tasks are translating now."""
+    room: threading.Condition = field(default_factory=threading.Condition)
+
+    def hold(self, segments: int, wait_s: float) -> bool:
+        """Take segments into this worker's budget, waiting up to wait_s for room.
+
+        The first chunk always fits; past STAPEL_WORKER_SEGMENTS the task waits, then
+        gives up (its chunk goes back to the queue, for any worker).
+        """
+        budget = self.settings.worker_segments
+        with self.room:
+            fits = self.room.wait_for(
+                lambda: not self.held or self.held + segments <= budget, timeout=wait_s)
+            if fits:
+                self.held += segments
+            return fits
+
+    def release(self, segments: int) -> None:
+        with self.room:
+            self.held -= segments
+            self.room.notify_all()
 
     def snapshot(self) -> dict:
         """Return this worker's presence record: pool, busy tasks, loaded models."""
@@ -163,17 +193,53 @@ def run_chunk(chunk_id: str, worker: str, queue: str = "") -> str:
 
 def _run_chunk(current: WorkerState, chunk_id: str, worker: str, queue: str) -> str:
     with current.sessions() as session:
-        claim = with_db_retry(session, lambda: claim_chunk(session, chunk_id, worker))
-        if claim is None:
-            job_id = with_db_retry(session, lambda: session.scalar(
-                select(Chunk.job_id).where(Chunk.id == chunk_id)))
-            log.info("chunk not claimable, skipping logid=%s chunk_id=%s worker=%s",
-                     job_id or "-", chunk_id, worker)
-            return "skipped"
-        with logs.job_context(claim.job_id, claim.chunk_idx):
-            outcome = _run_claimed(current, session, claim, worker, queue)
-        metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
-        return outcome
+        extent = with_db_retry(session, lambda: chunk_extent(session, chunk_id))
+        session.commit()
+        if extent is None:
+            return _skipped(session, chunk_id, worker)
+        job_id, segments = extent
+        if not current.hold(segments, current.settings.defer_s):
+            return _defer(session, chunk_id, job_id, queue)
+        try:
+            return _claim_and_run(current, session, chunk_id, worker, queue)
+        finally:
+            current.release(segments)
+
+
+def _skipped(session: Session, chunk_id: str, worker: str) -> str:
+    job_id = with_db_retry(session, lambda: session.scalar(
+        select(Chunk.job_id).where(Chunk.id == chunk_id)))
+    log.info("chunk not claimable, skipping logid=%s chunk_id=%s worker=%s",
+             job_id or "-", chunk_id, worker)
+    return "skipped"
+
+
+def _defer(session: Session, chunk_id: str, job_id: str, queue: str) -> str:
+    """Send a chunk this worker has no room for back to its queue, for any worker.
+
+    It goes to the back of its priority (a new message); the task id is recorded so
+    the watchdog sees the chunk as waiting, not lost.
+    """
+    message = next((m for m in chunk_messages(session, job_id) if m.chunk_id == chunk_id),
+                   None)
+    if message is None:  # claimed or ended meanwhile
+        return "skipped"
+    task_id = new_id()
+    if send_chunk(celery, replace(message, queue=queue or None), task_id):
+        with_db_retry(session, lambda: mark_sent(session, {chunk_id: task_id}))
+    log.info("chunk deferred: worker full logid=%s chunk_id=%s", job_id, chunk_id)
+    return "deferred"
+
+
+def _claim_and_run(current: WorkerState, session: Session, chunk_id: str, worker: str,
+                   queue: str) -> str:
+    claim = with_db_retry(session, lambda: claim_chunk(session, chunk_id, worker))
+    if claim is None:
+        return _skipped(session, chunk_id, worker)
+    with logs.job_context(claim.job_id, claim.chunk_idx):
+        outcome = _run_claimed(current, session, claim, worker, queue)
+    metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
+    return outcome
 
 
 def _run_claimed(current: WorkerState, session: Session, claim: Claim, worker: str,

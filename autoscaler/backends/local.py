@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class LocalBackend:
     """Starts, stops and reaps worker processes for one pool."""
 
-    def __init__(self, pool: str, *, concurrency: int = 2, env: dict | None = None,
+    def __init__(self, pool: str, *, concurrency: int = 128, env: dict | None = None,
                  log_dir: Path | None = None, cwd: Path = ROOT) -> None:
         self.pool, self.concurrency, self.cwd, self.log_dir = pool, concurrency, cwd, log_dir
         self.env = {**(os.environ if env is None else env), "STAPEL_POOL": pool}
