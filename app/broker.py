@@ -41,6 +41,7 @@ def send_chunk(celery: Celery, message: ChunkMessage, task_id: str) -> bool:
         celery.send_task(
             TRANSLATE_TASK,
             args=[message.chunk_id],
+            kwargs={} if message.segments is None else {"segments": message.segments},
             queue=message.queue or message.pool,
             priority=broker_priority(message.priority),
             task_id=task_id,

@@ -38,13 +38,10 @@ class Claim:
     has_callback: bool = False
 
 
-def chunk_extent(session: Session, chunk_id: str) -> tuple[str, int] | None:
-    """Return (job id, segment count) of a queued chunk, or None if it is not queued."""
-    row = session.execute(
-        select(Chunk.job_id, Chunk.end_segment - Chunk.first_segment)
-        .where(Chunk.id == chunk_id, Chunk.status == "queued")
-    ).first()
-    return (row[0], row[1]) if row else None
+def chunk_size(session: Session, chunk_id: str) -> int:
+    """Return a chunk's segment count (0 for a chunk that does not exist)."""
+    return session.scalar(select(Chunk.end_segment - Chunk.first_segment)
+                          .where(Chunk.id == chunk_id)) or 0
 
 
 def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:

@@ -63,6 +63,8 @@ class ChunkMessage:
     priority: int
     queue: str | None = None
     """Where to send it; None means the pool's shared queue."""
+    segments: int | None = None
+    """The chunk's size, sent along so a worker can budget without asking the DB."""
 
 
 def route_pool(segments_total: int, gpu_threshold: int) -> str:
@@ -170,18 +172,25 @@ def _insert_documents(session: Session, job_id: str, documents: list[DocumentSpe
 
 
 def chunk_messages(
-    session: Session, job_id: str, *, only_unsent: bool = False
+    session: Session, job_id: str | None, *, only_unsent: bool = False,
+    chunk_id: str | None = None,
 ) -> list[ChunkMessage]:
-    """Return the messages to send for a job's queued chunks, in chunk order."""
+    """Return the messages to send for a job's queued chunks (or one chunk's), in order."""
     query = (
-        select(Chunk.id, Chunk.pool, Job.priority)
+        select(Chunk.id, Chunk.job_id, Chunk.pool, Job.priority,
+               Chunk.end_segment - Chunk.first_segment)
         .join(Job, Job.id == Chunk.job_id)
-        .where(Chunk.job_id == job_id, Chunk.status == "queued")
+        .where(Chunk.status == "queued")
         .order_by(Chunk.idx)
     )
+    if job_id is not None:
+        query = query.where(Chunk.job_id == job_id)
+    if chunk_id is not None:
+        query = query.where(Chunk.id == chunk_id)
     if only_unsent:
         query = query.where(Chunk.sent_at.is_(None))
-    return [ChunkMessage(cid, job_id, pool, prio) for cid, pool, prio in session.execute(query)]
+    return [ChunkMessage(cid, jid, pool, prio, segments=size)
+            for cid, jid, pool, prio, size in session.execute(query)]
 
 
 def mark_sent(session: Session, sent: dict[str, str], now: datetime | None = None) -> None:

@@ -112,7 +112,7 @@ def _resend_lost(
     lost = or_(Chunk.sent_at.is_(None), Chunk.sent_at < cutoff)
     candidates = session.execute(
         select(Chunk.id, Chunk.job_id, Chunk.pool, Chunk.sent_at, Chunk.task_id,
-               Job.priority)
+               Job.priority, (Chunk.end_segment - Chunk.first_segment).label("segments"))
         .join(Job, Job.id == Chunk.job_id)
         .where(Chunk.status == "queued", Chunk.created_at < cutoff, lost)
         .order_by(Chunk.created_at)
@@ -132,7 +132,8 @@ def _resend_lost(
             .values(sent_at=now, task_id=task_id)
         ).rowcount == 1:
             report.to_send.append(
-                (ChunkMessage(chunk.id, chunk.job_id, chunk.pool, chunk.priority), task_id)
+                (ChunkMessage(chunk.id, chunk.job_id, chunk.pool, chunk.priority,
+                              segments=chunk.segments), task_id)
             )
             log.info("resending chunk logid=%s chunk_id=%s", chunk.job_id, chunk.id)
     session.commit()

@@ -26,7 +26,7 @@ from app.broker import (
 )
 from app.chunks import (
     Claim,
-    chunk_extent,
+    chunk_size,
     claim_chunk,
     fail_chunk,
     finish_chunk,
@@ -179,27 +179,26 @@ def with_db_retry(session: Session, call: Callable[[], T]) -> T:
     return call()
 
 
-def run_chunk(chunk_id: str, worker: str, queue: str = "") -> str:
+def run_chunk(chunk_id: str, worker: str, queue: str = "", segments: int | None = None) -> str:
     """Claim, translate and finish one chunk; return what happened, for the task result."""
     current = state()
     with current.lock:
         current.busy += 1
     try:
-        return _run_chunk(current, chunk_id, worker, queue)
+        return _run_chunk(current, chunk_id, worker, queue, segments)
     finally:
         with current.lock:
             current.busy -= 1
 
 
-def _run_chunk(current: WorkerState, chunk_id: str, worker: str, queue: str) -> str:
+def _run_chunk(current: WorkerState, chunk_id: str, worker: str, queue: str,
+               segments: int | None) -> str:
     with current.sessions() as session:
-        extent = with_db_retry(session, lambda: chunk_extent(session, chunk_id))
-        session.commit()
-        if extent is None:
-            return _skipped(session, chunk_id, worker)
-        job_id, segments = extent
+        if segments is None:
+            segments = with_db_retry(session, lambda: chunk_size(session, chunk_id))
+            session.commit()
         if not current.hold(segments, current.settings.defer_s):
-            return _defer(session, chunk_id, job_id, queue)
+            return _defer(session, chunk_id, queue)
         try:
             return _claim_and_run(current, session, chunk_id, worker, queue)
         finally:
@@ -214,16 +213,16 @@ def _skipped(session: Session, chunk_id: str, worker: str) -> str:
     return "skipped"
 
 
-def _defer(session: Session, chunk_id: str, job_id: str, queue: str) -> str:
+def _defer(session: Session, chunk_id: str, queue: str) -> str:
     """Send a chunk this worker has no room for back to its queue, for any worker.
 
     It goes to the back of its priority (a new message); the task id is recorded so
     the watchdog sees the chunk as waiting, not lost.
     """
-    message = next((m for m in chunk_messages(session, job_id) if m.chunk_id == chunk_id),
-                   None)
-    if message is None:  # claimed or ended meanwhile
+    found = with_db_retry(session, lambda: chunk_messages(session, None, chunk_id=chunk_id))
+    if not found:  # claimed or ended meanwhile
         return "skipped"
+    message, job_id = found[0], found[0].job_id
     task_id = new_id()
     if send_chunk(celery, replace(message, queue=queue or None), task_id):
         with_db_retry(session, lambda: mark_sent(session, {chunk_id: task_id}))

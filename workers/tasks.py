@@ -7,10 +7,13 @@ from workers.celery_app import celery
 
 
 @celery.task(name="stapel.translate_chunk", bind=True)
-def translate_chunk(self, chunk_id: str) -> str:
-    """Translate one chunk of a job (claimed with a compare-and-set, so at most once)."""
+def translate_chunk(self, chunk_id: str, segments: int | None = None) -> str:
+    """Translate one chunk of a job (claimed with a compare-and-set, so at most once).
+
+    `segments` is the chunk's size (messages sent before it was added have none).
+    """
     queue = (self.request.delivery_info or {}).get("routing_key", "")
-    return runner.run_chunk(chunk_id, self.request.hostname or "worker", queue)
+    return runner.run_chunk(chunk_id, self.request.hostname or "worker", queue, segments)
 
 
 @celery.task(name="stapel.watchdog")
