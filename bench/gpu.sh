@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || make install
 exec .venv/bin/python -m bench.throughput --name gpu --device cuda \
-  --batch-tokens 16384 --concurrency 32 --docs 200 --big 20000 --naive 200 \
+  --batch-tokens 16384 --concurrency 128 --docs 200 --big 20000 --naive 200 \
   --latency-samples 30 --rss-segments 200000 "$@"

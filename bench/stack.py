@@ -87,10 +87,10 @@ class Stack:
         self.procs[name] = proc
         return proc
 
-    def start_web(self, threads: int = 16) -> None:
-        """Start gunicorn with one process of many threads and wait for /readyz."""
+    def start_web(self, workers: int = 2, threads: int = 4) -> None:
+        """Start gunicorn as the Procfile does (2 processes of 4 threads); wait for /readyz."""
         self._spawn("web", [sys.executable, "-m", "gunicorn", "--bind",
-                            f"127.0.0.1:{self.port}", "--workers", "1", "--threads",
+                            f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads",
                             str(threads), "app:create_app()"])
         wait(lambda: requests.get(self.url + "/readyz", timeout=2).ok, 60, "web ready")
 
@@ -103,11 +103,11 @@ class Stack:
         wait(lambda: celery.control.ping(destination=[name], timeout=0.5), 120,
              f"worker {name} ready")
 
-    def pid(self, name_prefix: str) -> int:
-        """Return the pid of the process that does the work (gunicorn's worker child)."""
+    def pids(self, name_prefix: str) -> list[int]:
+        """Return the pids of the processes that do the work (gunicorn's worker children)."""
         proc = next(p for n, p in self.procs.items() if n.startswith(name_prefix))
         kids = children(proc.pid) if name_prefix == "web" else []
-        return kids[0] if kids else proc.pid
+        return kids or [proc.pid]
 
     def stop(self) -> None:
         for proc in self.procs.values():

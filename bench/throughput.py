@@ -205,8 +205,8 @@ def rss_during_huge_job(client: Client, stack: Stack, texts: list[str], chunks: 
             {"j": job_id}).scalar() >= chunks, 3600, f"{chunks} chunks of the huge job")
     client.http.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=client.auth, timeout=60)
     return {"segments": len(texts), "chunks_translated": chunks, "post_seconds": post_s,
-            "web_peak_rss_mib": rss_peak_kib(stack.pid("web")) / 1024,
-            "worker_peak_rss_mib": rss_peak_kib(stack.pid("cpu")) / 1024}
+            "web_peak_rss_mib": max(map(rss_peak_kib, stack.pids("web"))) / 1024,
+            "worker_peak_rss_mib": max(map(rss_peak_kib, stack.pids("cpu"))) / 1024}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -223,6 +223,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rss-segments", type=int, default=200_000)
     parser.add_argument("--concurrency", type=int, default=128,
                         help="worker task threads (the Procfile and deploy/ default)")
+    parser.add_argument("--small-only", action="store_true",
+                        help="only raw and many small (for sweeps of --concurrency)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="many-small runs; the median is the row, all are kept")
     args = parser.parse_args(argv)
 
     path = bench_model(args)
@@ -240,8 +244,9 @@ def main(argv: list[str] | None = None) -> None:
                      "ctranslate2": ctranslate2.__version__, "rows": {}}
     print("raw CTranslate2 ...", flush=True)
     raw_small = raw_rate(path, small_texts, args)
-    raw_big = raw_rate(path, big, args)
-    naive = naive_rate(path, big[: args.naive], args)
+    if not args.small_only:
+        raw_big = raw_rate(path, big, args)
+        naive = naive_rate(path, big[: args.naive], args)
 
     workdir = Path(tempfile.mkdtemp(prefix="stapel-bench-"))
     stack = Stack(workdir, {
@@ -267,42 +272,70 @@ def main(argv: list[str] | None = None) -> None:
         print("warm-up ...", flush=True)
         many_small(client, warm_up)
         print("many small ...", flush=True)
-        small = probe.during(many_small, client, docs)
-        print("one big ...", flush=True)
-        large = probe.during(one_big, client, big)
-        print("idle latency ...", flush=True)
-        latency = idle_latency(client, singles)
-        print("peak RSS during a huge job ...", flush=True)
-        rss = rss_during_huge_job(client, stack, pseudo_corpus(args.rss_segments, seed=9), 3)
+        runs = sorted((probe.during(many_small, client, docs) for _ in range(args.repeat)),
+                      key=lambda run: run["seconds"])
+        small = runs[len(runs) // 2]
+        if not args.small_only:
+            print("one big ...", flush=True)
+            large = probe.during(one_big, client, big)
+            print("idle latency ...", flush=True)
+            latency = idle_latency(client, singles)
+            print("peak RSS during a huge job ...", flush=True)
+            rss = rss_during_huge_job(client, stack, pseudo_corpus(args.rss_segments, seed=9),
+                                      3)
     finally:
         stack.stop()
 
+    results["concurrency"] = args.concurrency
     rows = results["rows"]
     rows["raw (small-job segments)"] = {"segments_per_s": raw_small, "ratio": 1.0}
     rows["many small"] = {"segments_per_s": small["segments"] / small["seconds"],
-                          "ratio": small["segments"] / small["seconds"] / raw_small, **small}
+                          "ratio": small["segments"] / small["seconds"] / raw_small, **small,
+                          "ratios_of_runs": [r["segments"] / r["seconds"] / raw_small
+                                             for r in runs]}
+    results["submit"] = {k: small[k] for k in ("submit_jobs_per_s", "post_p50_ms",
+                                                "post_p99_ms")}
+    if not args.small_only:
+        big_rows(results, raw_big, large, naive, latency, rss)
+    out = ROOT / "bench" / "results" / f"{args.name}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print_table(results, out)
+
+
+def big_rows(results: dict, raw_big: float, large: dict, naive: float, latency: dict,
+             rss: dict) -> None:
+    """Add the rows and figures of the one-big, naive, latency and RSS measurements."""
+    rows = results["rows"]
     rows["raw (big-job segments)"] = {"segments_per_s": raw_big, "ratio": 1.0}
     rows["one big"] = {"segments_per_s": large["segments"] / large["seconds"],
                        "ratio": large["segments"] / large["seconds"] / raw_big, **large}
     rows["naive (one per call)"] = {"segments_per_s": naive, "ratio": naive / raw_big}
-    results["submit"] = {k: small[k] for k in ("submit_jobs_per_s", "post_p50_ms",
-                                                "post_p99_ms")}
     results["one_segment_idle"] = latency
     results["huge_job_rss"] = rss
-    out = ROOT / "bench" / "results" / f"{args.name}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print("\n| row | segments/s | ratio to raw | mean batch | translator busy |\n"
+
+
+def print_table(results: dict, out: Path) -> None:
+    print(f"\nworker concurrency {results['concurrency']}\n"
+          "| row | segments/s | ratio to raw | mean batch | translator busy |\n"
           "|---|---:|---:|---:|---:|")
-    for name, row in rows.items():
+    for name, row in results["rows"].items():
         extra = (f"{row['mean_batch_segments']:.0f} | {row['translator_busy']:.0%}"
                  if "batches" in row else "|")
         print(f"| {name} | {row['segments_per_s']:.1f} | {row['ratio']:.2f} | {extra} |")
-    print(f"\nPOST /v1/jobs: {small['submit_jobs_per_s']:.0f} jobs/s, p50 "
-          f"{small['post_p50_ms']:.0f} ms, p99 {small['post_p99_ms']:.0f} ms")
-    print(f"one-segment job on an idle worker, submit to done: p50 {latency['p50_ms']:.0f} ms,"
-          f" p99 {latency['p99_ms']:.0f} ms ({latency['samples']} samples)")
-    print(f"{args.rss_segments}-segment job: POST took {rss['post_seconds']:.1f} s; peak RSS "
-          f"web {rss['web_peak_rss_mib']:.0f} MiB, worker {rss['worker_peak_rss_mib']:.0f} MiB")
+    runs = results["rows"]["many small"]["ratios_of_runs"]
+    if len(runs) > 1:
+        print("many small, each run (fastest first): " + ", ".join(f"{r:.2f}" for r in runs))
+    submit = results["submit"]
+    print(f"\nPOST /v1/jobs: {submit['submit_jobs_per_s']:.0f} jobs/s, p50 "
+          f"{submit['post_p50_ms']:.0f} ms, p99 {submit['post_p99_ms']:.0f} ms")
+    if "one_segment_idle" in results:
+        latency, rss = results["one_segment_idle"], results["huge_job_rss"]
+        print(f"one-segment job on an idle worker, submit to done: p50 "
+              f"{latency['p50_ms']:.0f} ms, p99 {latency['p99_ms']:.0f} ms "
+              f"({latency['samples']} samples)")
+        print(f"{rss['segments']}-segment job: POST took {rss['post_seconds']:.1f} s; peak "
+              f"RSS web {rss['web_peak_rss_mib']:.0f} MiB, worker "
+              f"{rss['worker_peak_rss_mib']:.0f} MiB")
     print(f"written to {out.relative_to(ROOT)}")
 
 
