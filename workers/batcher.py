@@ -38,8 +38,10 @@ log = logging.getLogger(__name__)
 _DONE = object()
 
 
-WINDOW_BUDGETS = 8
-"""How many token budgets of waiting segments one batch is chosen from, sorted by length."""
+WINDOW_BUDGETS = 32
+"""How many token budgets of waiting segments one batch is chosen from, sorted by length:
+enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS). Two held chunks of
+2000 ran at 0.93 of raw CTranslate2 with a window of 8 budgets, 1.0 with 32."""
 
 
 @dataclass(eq=False)
