@@ -6,7 +6,7 @@ from celery import Celery, signals
 
 from app import logs
 
-celery = Celery("stapel", include=["workers.tasks"])
+celery = Celery("stapel", include=["workers.tasks"], task_cls="workers.request:Task")
 celery.config_from_object("celeryconfig")
 
 

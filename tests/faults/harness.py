@@ -179,11 +179,28 @@ class Stack:
                     None)
 
     def wait_done(self, ids: list[str], timeout: float = DEADLINE_S) -> float:
-        """Wait until every job ended; return the monotonic time it happened."""
-        wait_for(lambda: all(j.status in DONE for j in self.jobs(ids).values()),
-                 timeout=timeout, interval=0.2,
-                 what=f"{len(ids)} jobs to finish; logs:\n{self.logs()[-3000:]}")
+        """Wait until every job ended; return the monotonic time it happened.
+
+        On a timeout the failure shows the workers as they are then: alive or not, their
+        errors, and the end of their logs.
+        """
+        try:
+            wait_for(lambda: all(j.status in DONE for j in self.jobs(ids).values()),
+                     timeout=timeout, interval=0.2, what=f"{len(ids)} jobs to finish")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.diagnosis()}") from None
         return time.monotonic()
+
+    def diagnosis(self) -> str:
+        """Each worker's state, its ERROR and CRITICAL lines, and its log's last lines."""
+        parts = []
+        for proc in self.workers:
+            lines = proc.full_log().splitlines()
+            errors = [line for line in lines if " ERROR " in line or " CRITICAL " in line]
+            parts.append(f"== worker {proc.name} {'alive' if proc.alive() else 'exited'}\n"
+                         + "\n".join(errors[-20:]) + "\n-- last lines:\n"
+                         + "\n".join(lines[-40:]))
+        return "\n".join(parts)
 
     # checks --------------------------------------------------------------------------
     def verify(self, scenario: str, ids: list[str], reference: Reference,

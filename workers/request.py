@@ -1,0 +1,44 @@
+"""The worker's task request: a late ack on a channel a lost broker closed is dropped.
+
+When Redis goes away, Celery restores the unacknowledged messages of the old
+connection and closes it. A task that was running then finishes later and acks on
+that closed channel; kombu's Redis transport raises AttributeError there (its client
+is gone), not a connection error, and inside the worker's event loop that stops the
+consumer for good: the worker process lives on but takes no more tasks (seen in CI
+after a Redis restart). The message is back in its queue (or was lost with the Redis,
+and the watchdog resends its chunk), and the chunk's claim makes a second delivery a
+no-op, so the ack can go. Celery still logs it as "Couldn't ack".
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Task as CeleryTask
+from celery.worker.request import Request as CeleryRequest
+
+log = logging.getLogger(__name__)
+
+CLOSED_CHANNEL_ERRORS: tuple[type[BaseException], ...] = (AttributeError,)
+"""What kombu's Redis transport raises when a message is acked on a closed channel."""
+
+
+class Request(CeleryRequest):
+    """A Celery request whose ack and reject survive a channel closed under them."""
+
+    def acknowledge(self) -> None:
+        if not self.acknowledged:
+            self._on_ack(log, tuple(self._connection_errors) + CLOSED_CHANNEL_ERRORS)
+            self.acknowledged = True
+
+    def reject(self, requeue: bool = False) -> None:
+        if not self.acknowledged:
+            self._on_reject(log, tuple(self._connection_errors) + CLOSED_CHANNEL_ERRORS, requeue)
+            self.acknowledged = True
+            self.send_event("task-rejected", requeue=requeue)
+
+
+class Task(CeleryTask):
+    """The base of every Stapel task: requests of the class above."""
+
+    Request = Request
