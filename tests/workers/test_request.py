@@ -9,8 +9,8 @@ import pytest
 from celery.worker.request import Request as CeleryRequest
 from kombu import Connection
 
-from workers.tasks import celery
 from workers.request import Request
+from workers.tasks import celery
 
 
 @pytest.fixture
