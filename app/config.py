@@ -66,6 +66,7 @@ class Settings:
     device: str = "auto"
     compute_type: str = "auto"
     threads: int = 0
+    parallel_batches: int = 0
     max_loaded_models: int = 2
     preload: tuple[str, ...] = ()
     batch_tokens: int = 4096
@@ -111,6 +112,7 @@ class Settings:
             device=env.get("STAPEL_DEVICE") or "auto",
             compute_type=env.get("STAPEL_COMPUTE_TYPE") or "auto",
             threads=env_int(env, "STAPEL_THREADS", 0),
+            parallel_batches=env_int(env, "STAPEL_PARALLEL_BATCHES", 0),
             max_loaded_models=env_int(env, "STAPEL_MAX_LOADED_MODELS", 2),
             preload=tuple(p for p in (env.get("STAPEL_PRELOAD") or "").split(",") if p),
             batch_tokens=env_int(env, "STAPEL_BATCH_TOKENS", 4096),

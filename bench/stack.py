@@ -50,6 +50,15 @@ def rss_peak_kib(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time (user + system, all threads) a process has used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def children(pid: int) -> list[int]:
     """Return the direct child pids of pid."""
     path = Path(f"/proc/{pid}/task/{pid}/children")
@@ -63,11 +72,13 @@ class Stack:
         self.workdir = workdir
         self.exit = ExitStack()
         self.procs: dict[str, subprocess.Popen] = {}
+        self.redis_pid: int | None = None
         redis_url = os.environ.get("REDIS_URL")
         if not redis_url or not reachable(redis_url):
             port = free_port()
             proc = start_server(port, workdir / "redis", daemonize=False)
             self.exit.callback(proc.terminate)
+            self.redis_pid = proc.pid
             redis_url = f"redis://127.0.0.1:{port}/0"
             wait_until_reachable(redis_url)
         database_url = os.environ.get("DATABASE_URL") or f"sqlite:///{workdir / 'bench.db'}"
@@ -108,6 +119,17 @@ class Stack:
         proc = next(p for n, p in self.procs.items() if n.startswith(name_prefix))
         kids = children(proc.pid) if name_prefix == "web" else []
         return kids or [proc.pid]
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds used so far by the web (all its processes), workers and Redis."""
+        used: dict[str, float] = {}
+        for name, proc in self.procs.items():
+            kind = "web" if name == "web" else "worker"
+            pids = [proc.pid, *children(proc.pid)] if name == "web" else [proc.pid]
+            used[kind] = used.get(kind, 0.0) + sum(map(cpu_seconds, pids))
+        if self.redis_pid is not None:
+            used["redis"] = cpu_seconds(self.redis_pid)
+        return used
 
     def stop(self) -> None:
         for proc in self.procs.values():

@@ -30,8 +30,9 @@ from sqlalchemy import create_engine, text
 
 from app.auth import create_key
 from app.db import make_engine, make_session_factory
-from bench.stack import Stack, free_port, rss_peak_kib, wait
+from bench.stack import Stack, cpu_seconds, free_port, rss_peak_kib, wait
 from models.random_model import build_base, pseudo_corpus
+from workers.engine import pick_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_DIR = ROOT / ".cache" / "models"
@@ -58,10 +59,16 @@ def bench_model(args) -> Path:
 
 
 def raw_rate(path: Path, texts: list[str], args) -> float:
-    """Segments/s of CTranslate2 alone: tokenize, one translate_batch, detokenize."""
+    """Segments/s of CTranslate2 alone: tokenize, one translate_batch, detokenize.
+
+    The translator has the worker's threads, split the worker's way (batches at once x
+    threads each): CTranslate2 cuts the one call into token-budget batches and runs
+    them on its parallel translators itself.
+    """
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
+    parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
     translator = ctranslate2.Translator(str(path), device=args.device, compute_type="auto",
-                                        intra_threads=args.threads)
+                                        inter_threads=parallel, intra_threads=intra)
     translator.translate_batch([sp.encode("warm up", out_type=str)], max_decoding_length=4)
     started = time.perf_counter()
     results = translator.translate_batch(
@@ -73,7 +80,8 @@ def raw_rate(path: Path, texts: list[str], args) -> float:
 
 
 def naive_rate(path: Path, texts: list[str], args) -> float:
-    """Segments/s translating one segment per call, as per-request servers do."""
+    """Segments/s translating one segment per call, as per-request servers do (one
+    translator using all the threads for each call: the fastest way to run one)."""
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
     translator = ctranslate2.Translator(str(path), device=args.device, compute_type="auto",
                                         intra_threads=args.threads)
@@ -126,10 +134,11 @@ class Client:
 
 
 class WorkerProbe:
-    """Reads the worker's Prometheus exporter: batches, batched segments, translate time."""
+    """Reads the worker's Prometheus exporter (batches, batched segments, translate time)
+    and the CPU time of every process of the stack and of this client."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, stack: Stack) -> None:
+        self.url, self.stack = url, stack
 
     def read(self) -> dict:
         totals = {"batches": 0.0, "batched_segments": 0.0, "translate_s": 0.0}
@@ -147,14 +156,18 @@ class WorkerProbe:
 
     def during(self, run, *args) -> dict:
         """Run run(*args); add the mean batch size and the translator's busy share."""
-        before = self.read()
+        before, cpu_before = self.read(), self.cpu()
         row = run(*args)
-        after = self.read()
+        after, cpu_after = self.read(), self.cpu()
         delta = {k: after[k] - before[k] for k in before}
         row["batches"] = int(delta["batches"])
         row["mean_batch_segments"] = delta["batched_segments"] / max(delta["batches"], 1)
         row["translator_busy"] = delta["translate_s"] / row["seconds"]
+        row["cpu_s"] = {k: round(cpu_after[k] - cpu_before.get(k, 0.0), 2) for k in cpu_after}
         return row
+
+    def cpu(self) -> dict[str, float]:
+        return {**self.stack.cpu(), "client": cpu_seconds(os.getpid())}
 
 
 def body(segments: list[str]) -> dict:
@@ -214,6 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="cpu")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--parallel-batches", type=int, default=0,
+                        help="STAPEL_PARALLEL_BATCHES for the worker and raw (0: the "
+                        "worker's default, one batch per thread on CPU, one on GPU)")
     parser.add_argument("--decode", type=int, default=40, help="output tokens per segment")
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--docs", type=int, default=200)
@@ -226,7 +242,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--small-only", action="store_true",
                         help="only raw and many small (for sweeps of --concurrency)")
     parser.add_argument("--repeat", type=int, default=3,
-                        help="many-small runs; the median is the row, all are kept")
+                        help="many-small runs, and raw runs on their segments; the median "
+                        "of each is the row, all are kept")
     args = parser.parse_args(argv)
 
     path = bench_model(args)
@@ -240,10 +257,14 @@ def main(argv: list[str] | None = None) -> None:
 
     results: dict = {"name": args.name, "machine": f"{platform.machine()} "
                      f"{os.cpu_count()} cores", "device": args.device,
-                     "threads": args.threads, "decode_tokens": args.decode,
+                     "threads": args.threads,
+                     "parallel_batches": pick_parallel(args.device, args.threads,
+                                                       args.parallel_batches)[0],
+                     "decode_tokens": args.decode,
                      "ctranslate2": ctranslate2.__version__, "rows": {}}
     print("raw CTranslate2 ...", flush=True)
-    raw_small = raw_rate(path, small_texts, args)
+    raw_small_runs = sorted(raw_rate(path, small_texts, args) for _ in range(args.repeat))
+    raw_small = raw_small_runs[len(raw_small_runs) // 2]
     if not args.small_only:
         raw_big = raw_rate(path, big, args)
         naive = naive_rate(path, big[: args.naive], args)
@@ -251,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="stapel-bench-"))
     stack = Stack(workdir, {
         "STAPEL_MODEL_ROOT": str(MODEL_DIR), "STAPEL_THREADS": str(args.threads),
+        "STAPEL_PARALLEL_BATCHES": str(args.parallel_batches),
         "STAPEL_DEVICE": args.device, "STAPEL_MAX_DECODING_LENGTH": str(args.decode),
         "STAPEL_MIN_DECODING_LENGTH": str(args.decode),
         "STAPEL_BATCH_TOKENS": str(args.batch_tokens), "STAPEL_LOG_LEVEL": "WARNING",
@@ -265,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         stack.start_web()
         metrics_port = free_port()
         stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(metrics_port)})
-        probe = WorkerProbe(f"http://127.0.0.1:{metrics_port}/metrics")
+        probe = WorkerProbe(f"http://127.0.0.1:{metrics_port}/metrics", stack)
         with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
             key = create_key(session, "bench")[1]
         client = Client(stack, key)
@@ -288,7 +310,8 @@ def main(argv: list[str] | None = None) -> None:
 
     results["concurrency"] = args.concurrency
     rows = results["rows"]
-    rows["raw (small-job segments)"] = {"segments_per_s": raw_small, "ratio": 1.0}
+    rows["raw (small-job segments)"] = {"segments_per_s": raw_small, "ratio": 1.0,
+                                        "runs_segments_per_s": raw_small_runs}
     rows["many small"] = {"segments_per_s": small["segments"] / small["seconds"],
                           "ratio": small["segments"] / small["seconds"] / raw_small, **small,
                           "ratios_of_runs": [r["segments"] / r["seconds"] / raw_small
@@ -322,9 +345,16 @@ def print_table(results: dict, out: Path) -> None:
         extra = (f"{row['mean_batch_segments']:.0f} | {row['translator_busy']:.0%}"
                  if "batches" in row else "|")
         print(f"| {name} | {row['segments_per_s']:.1f} | {row['ratio']:.2f} | {extra} |")
+    for name, row in results["rows"].items():
+        if "cpu_s" in row:
+            print(f"CPU seconds during {name} ({row['seconds']:.1f} s wall): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in row["cpu_s"].items()))
     runs = results["rows"]["many small"]["ratios_of_runs"]
     if len(runs) > 1:
         print("many small, each run (fastest first): " + ", ".join(f"{r:.2f}" for r in runs))
+        raw_runs = results["rows"]["raw (small-job segments)"]["runs_segments_per_s"]
+        print("raw on those segments, each run (segments/s): "
+              + ", ".join(f"{r:.1f}" for r in raw_runs))
     submit = results["submit"]
     print(f"\nPOST /v1/jobs: {submit['submit_jobs_per_s']:.0f} jobs/s, p50 "
           f"{submit['post_p50_ms']:.0f} ms, p99 {submit['post_p99_ms']:.0f} ms")

@@ -15,6 +15,11 @@ priority from a window of the next WINDOW_BUDGETS budgets' worth, sorted by leng
 way CTranslate2 sorts its own input: a batch of similar lengths wastes little on
 padding (on the benchmark model, arrival-order batches ran at 0.87 of sorted ones).
 Room left over is filled with lower-priority segments that fit.
+
+Parallel batches: with `parallel` above one (CTranslate2's `inter_threads`), as many
+threads each cut a batch by the rules above and translate it, so that many batches run
+at once; each of them still waits for a full budget or for its oldest segment to have
+waited `wait_s`.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ WINDOW_BUDGETS = 32
 """How many token budgets of waiting segments one batch is chosen from, sorted by length:
 enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS). Two held chunks of
 2000 ran at 0.93 of raw CTranslate2 with a window of 8 budgets, 1.0 with 32."""
+
+
+MIN_SHARE_DIV = 8
+"""A batch split to share the last work among parallel threads keeps at least
+1/MIN_SHARE_DIV of the token budget: tiny batches cost nearly a full batch's time."""
 
 
 @dataclass(eq=False)
@@ -127,22 +137,28 @@ class Batcher:
         options: dict,
         suffix: tuple[str, ...] = (),
         name: str = "",
+        parallel: int = 1,
     ) -> None:
         self.translator, self.source, self.target = translator, source, target
         self.budget, self.wait_s = budget, wait_s
         self.options = options
         self.suffix = list(suffix)
         self.name = name
+        self.parallel = max(parallel, 1)
         self.stats = BatchStats()
         self.last_progress = time.monotonic()
         self._lanes: dict[int, deque[_Item]] = {}
         """Waiting segments per priority, in arrival order (taken ones leave lazily)."""
         self._pending_tokens = 0
+        self._running: dict[int, float] = {}
+        """When each batch now translating started, by thread id."""
         self._seq = itertools.count()
         self._closed = False
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{n}",
+                                          daemon=True) for n in range(self.parallel)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, items: list[tuple[int, str]], *, priority: int = 5,
                job_id: str | None = None, tick_s: float | None = None) -> Request:
@@ -169,16 +185,23 @@ class Batcher:
         return request
 
     def progressing(self, within_s: float) -> bool:
-        """Return whether a batch finished, or the batcher was idle, within within_s."""
+        """Return whether the batcher is getting through its work.
+
+        True when nothing waits, or when a batch finished within within_s and no batch
+        has been translating for longer than that (a hung batch in any of the parallel
+        threads stops the heartbeats of the tasks waiting here, so the watchdog acts).
+        """
+        now = time.monotonic()
         with self._cond:
-            idle = self._pending_tokens == 0
-        return idle or time.monotonic() - self.last_progress < within_s
+            idle = self._pending_tokens == 0 and not self._running
+            stuck = any(now - started >= within_s for started in self._running.values())
+        return idle or (not stuck and now - self.last_progress < within_s)
 
     def close(self) -> None:
-        """Let the batcher thread exit once the queued segments are translated."""
+        """Let the batcher threads exit once the queued segments are translated."""
         with self._cond:
             self._closed = True
-            self._cond.notify()
+            self._cond.notify_all()
 
     def _waiting(self) -> list[deque[_Item]]:
         """The lanes with a waiting segment, highest priority first (taken ones dropped)."""
@@ -204,7 +227,17 @@ class Batcher:
                 break
         return window
 
-    def _cut(self, head: _Item, window: list[_Item]) -> list[_Item]:
+    def _share(self) -> int:
+        """The token budget of the next batch.
+
+        The full budget while enough waits; when the waiting tokens fill less than one
+        budget per parallel thread, an even share of them (at least MIN_SHARE of a
+        budget), so that the last batches of a burst run side by side.
+        """
+        share = -(-self._pending_tokens // self.parallel)
+        return min(self.budget, max(share, self.budget // MIN_SHARE_DIV))
+
+    def _cut(self, head: _Item, window: list[_Item], budget: int) -> list[_Item]:
         """The largest run of length-sorted window segments that holds head and fits the budget.
 
         A run [lo, hi] of sorted sizes costs (hi - lo + 1) * size[hi] padded tokens; for
@@ -214,7 +247,7 @@ class Batcher:
         at = ordered.index(head)
         best = (at, at)
         for hi in range(at, len(ordered)):
-            fits = max(self.budget // ordered[hi].size, 1)
+            fits = max(budget // ordered[hi].size, 1)
             lo = max(hi + 1 - fits, 0)
             if lo > at:
                 break
@@ -222,13 +255,13 @@ class Batcher:
                 best = (lo, hi)
         return ordered[best[0]:best[1] + 1]
 
-    def _fill(self, batch: list[_Item], lanes: list[deque[_Item]]) -> None:
+    def _fill(self, batch: list[_Item], lanes: list[deque[_Item]], budget: int) -> None:
         """Add lower-priority segments, in priority then arrival order, while they fit."""
         longest = max(item.size for item in batch)
         for lane in lanes:
             for item in self._window(lane):
                 size = max(longest, item.size)
-                if (len(batch) + 1) * size <= self.budget:
+                if (len(batch) + 1) * size <= budget:
                     batch.append(item)
                     longest = size
                 elif item.size <= longest:
@@ -250,14 +283,17 @@ class Batcher:
                 else:
                     self._cond.wait()
             top, *lower = lanes
-            batch = self._cut(top[0], self._window(top))
-            self._fill(batch, lower)
+            budget = self._share()
+            batch = self._cut(top[0], self._window(top), budget)
+            self._fill(batch, lower, budget)
             for item in batch:
                 item.taken = True
                 self._pending_tokens -= item.size
+            self._running[threading.get_ident()] = time.monotonic()
             return batch
 
     def _run(self) -> None:
+        me = threading.get_ident()
         while (batch := self._next_batch()) is not None:
             try:
                 self._translate(batch)
@@ -266,6 +302,9 @@ class Batcher:
                 log.exception("batch failed model=%s", self.name)
                 for request in {id(i.request): i.request for i in batch}.values():
                     request._fail(exc)
+            finally:
+                with self._cond:
+                    self._running.pop(me, None)
 
     def _translate(self, batch: list[_Item]) -> None:
         started = time.monotonic()
@@ -286,8 +325,9 @@ class Batcher:
     def _count(self, batch: list[_Item]) -> None:
         longest = max(i.size for i in batch)
         real = sum(i.size for i in batch)
-        self.stats.batches += 1
-        self.stats.segments += len(batch)
-        self.stats.padded_tokens += longest * len(batch)
-        self.stats.real_tokens += real
+        with self._cond:
+            self.stats.batches += 1
+            self.stats.segments += len(batch)
+            self.stats.padded_tokens += longest * len(batch)
+            self.stats.real_tokens += real
         metrics.observe_batch(self.name, len(batch), real, longest * len(batch))

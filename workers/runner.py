@@ -102,6 +102,7 @@ def state() -> WorkerState:
             device=settings.device,
             compute_type=settings.compute_type,
             threads=settings.threads,
+            parallel_batches=settings.parallel_batches,
             max_loaded=settings.max_loaded_models,
             batch_tokens=settings.batch_tokens,
             batch_wait_s=settings.batch_wait_ms / 1000,

@@ -145,3 +145,63 @@ def test_oldest_segment_is_in_the_next_batch_even_among_shorter_ones(model_root)
     assert width(LONG) in recording.batches[0]
     assert sorted(size for batch in recording.batches for size in batch) == sorted(
         [width(SHORT)] * 6 + [width(LONG)])
+
+
+class Gate:
+    """The real translator behind a gate: each call waits until the test opens it."""
+
+    def __init__(self, translator) -> None:
+        self.translator = translator
+        self.inside = 0
+        self.most_inside = 0
+        self.cond = threading.Condition()
+        self.open = threading.Event()
+
+    def translate_batch(self, tokens, **options):
+        with self.cond:
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
+            self.cond.notify_all()
+        self.open.wait(timeout=60)
+        try:
+            return self.translator.translate_batch(tokens, **options)
+        finally:
+            with self.cond:
+                self.inside -= 1
+
+    def wait_inside(self, n: int, timeout: float = 30) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.inside >= n, timeout=timeout)
+
+
+def gated_batcher(model_root, parallel: int):
+    """A batcher of one-segment batches over the real model, translating behind a gate."""
+    loaded = Engine(model_root, max_decoding_length=8).model("en-de")
+    gate = Gate(loaded.translator)
+    width = len(loaded.source.encode("ab", out_type=str)) + len(loaded.batcher.suffix)
+    batcher = Batcher(gate, loaded.source, loaded.target, budget=width, wait_s=0.01,
+                      options=loaded.batcher.options, suffix=loaded.batcher.suffix,
+                      parallel=parallel)
+    return batcher, gate
+
+
+@pytest.mark.parametrize("parallel", [1, 2, 3])
+def test_parallel_batches_translate_at_once(model_root, parallel):
+    batcher, gate = gated_batcher(model_root, parallel)
+    requests = [batcher.submit([(0, "ab")], job_id=str(n)) for n in range(4)]
+    assert gate.wait_inside(parallel)
+    gate.open.set()
+    parts = collect(*requests)
+    assert gate.most_inside == parallel
+    assert all(sum(len(p) for p in got) == 1 for got in parts)
+    assert batcher.stats.batches == 4
+
+
+def test_a_hung_batch_stops_progress_while_another_thread_runs(model_root):
+    batcher, gate = gated_batcher(model_root, 2)
+    batcher.submit([(0, "ab")], job_id="hung")
+    batcher.submit([(0, "ab")], job_id="waiting")
+    assert gate.wait_inside(2)
+    assert batcher.progressing(within_s=30)
+    assert not batcher.progressing(within_s=0)  # both batches are older than that
+    gate.open.set()

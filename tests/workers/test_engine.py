@@ -8,7 +8,7 @@ import pytest
 
 from app.exceptions import PermanentTranslationError
 from app.registry import scan
-from workers.engine import Engine, pick_compute_type
+from workers.engine import Engine, pick_compute_type, pick_parallel
 
 
 @pytest.mark.parametrize(("device", "asked", "resolved"), [
@@ -77,3 +77,23 @@ def test_registry_skips_incomplete_and_misnamed(tmp_path, model_root):
     (tmp_path / "notes.txt").write_text("x")
     assert list(scan(tmp_path)) == ["en-de"]
     assert scan(tmp_path / "missing") == {}
+
+
+@pytest.mark.parametrize(("device", "threads", "asked", "resolved"), [
+    ("cpu", 2, 0, (2, 1)),   # default on CPU: one batch per thread
+    ("cpu", 8, 2, (2, 4)),   # two batches of four threads
+    ("cpu", 2, 4, (4, 1)),   # more batches than threads: one thread each
+    ("cuda", 16, 0, (1, 0)),  # one batch at a time on a GPU
+    ("cuda", 16, 2, (2, 0)),
+])
+def test_parallel_batches_and_threads_per_batch(device, threads, asked, resolved):
+    assert pick_parallel(device, threads, asked) == resolved
+
+
+def test_engine_translates_with_the_parallel_translators(model_root):
+    engine = Engine(model_root, threads=2, parallel_batches=2, max_decoding_length=8)
+    loaded = engine.model("en-de")
+    assert loaded.translator.num_translators == 2
+    assert engine.translate("en-de", ["hello"]) == Engine(
+        model_root, threads=1, parallel_batches=1, max_decoding_length=8).translate(
+        "en-de", ["hello"])
