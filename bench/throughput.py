@@ -19,6 +19,7 @@ import platform
 import random
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,6 +28,7 @@ import requests
 import sentencepiece as spm
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
+from urllib3.util.retry import Retry
 
 from app.auth import create_key
 from app.db import make_engine, make_session_factory
@@ -106,11 +108,17 @@ class Client:
         self.url, self.auth = stack.url, {"Authorization": f"Bearer {key}"}
         self.db = create_engine(stack.env["DATABASE_URL"])
         self.http = requests.Session()
-        self.http.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS))
+        # A kept-alive connection that the server closes just as a request goes out
+        # fails with a reset; every POST carries an Idempotency-Key, so it is retried.
+        retry = Retry(total=3, connect=3, read=3, status=0, allowed_methods=None,
+                      backoff_factor=0.05)
+        self.http.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS,
+                                                                 max_retries=retry))
 
     def submit(self, body: dict) -> tuple[str, float]:
         started = time.perf_counter()
-        response = self.http.post(f"{self.url}/v1/jobs", json=body, headers=self.auth,
+        headers = {**self.auth, "Idempotency-Key": uuid.uuid4().hex}
+        response = self.http.post(f"{self.url}/v1/jobs", json=body, headers=headers,
                                   timeout=300)
         response.raise_for_status()
         return response.json()["id"], time.perf_counter() - started

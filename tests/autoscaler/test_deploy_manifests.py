@@ -114,6 +114,13 @@ def test_workers(pool, grace):
     assert gpus == (1 if pool == "gpu" else None)
 
 
+def test_cpu_worker_translates_with_the_cores_it_requests():
+    """A container sees every core of its node: the thread count must come from the pod."""
+    (container,) = pod_spec(OBJECTS[("Deployment", "stapel-worker-cpu")])["containers"]
+    env = {var["name"]: var.get("value") for var in container["env"]}
+    assert env["STAPEL_THREADS"] == str(container["resources"]["requests"]["cpu"])
+
+
 def test_single_beat():
     beat = OBJECTS[("Deployment", "stapel-beat")]
     assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
