@@ -228,13 +228,15 @@ class Batcher:
         return window
 
     def _share(self) -> int:
-        """The token budget of the next batch.
+        """The token budget of the next batch (called under the lock, by a free thread).
 
         The full budget while enough waits; when the waiting tokens fill less than one
-        budget per parallel thread, an even share of them (at least MIN_SHARE of a
-        budget), so that the last batches of a burst run side by side.
+        budget per free thread, an even share of them among the free threads (at least
+        1/MIN_SHARE_DIV of a budget), so that the last batches of a burst run side by
+        side instead of one after the other.
         """
-        share = -(-self._pending_tokens // self.parallel)
+        free = max(self.parallel - len(self._running), 1)
+        share = -(-self._pending_tokens // free)
         return min(self.budget, max(share, self.budget // MIN_SHARE_DIV))
 
     def _cut(self, head: _Item, window: list[_Item], budget: int) -> list[_Item]:
@@ -290,6 +292,8 @@ class Batcher:
                 item.taken = True
                 self._pending_tokens -= item.size
             self._running[threading.get_ident()] = time.monotonic()
+            if self._pending_tokens:
+                self._cond.notify()  # a free thread may take what is left
             return batch
 
     def _run(self) -> None:

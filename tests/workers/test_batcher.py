@@ -205,3 +205,20 @@ def test_a_hung_batch_stops_progress_while_another_thread_runs(model_root):
     assert batcher.progressing(within_s=30)
     assert not batcher.progressing(within_s=0)  # both batches are older than that
     gate.open.set()
+
+
+def test_the_last_work_is_shared_between_free_threads(model_root):
+    """Eight equal segments, room for sixteen: two batches of four run side by side."""
+    loaded = Engine(model_root, max_decoding_length=8).model("en-de")
+    gate = Gate(loaded.translator)
+    recording = Recording(gate)
+    width = len(loaded.source.encode("ab", out_type=str)) + len(loaded.batcher.suffix)
+    batcher = Batcher(recording, loaded.source, loaded.target, budget=16 * width,
+                      wait_s=0.01, options=loaded.batcher.options,
+                      suffix=loaded.batcher.suffix, parallel=2)
+    request = batcher.submit([(i, "ab") for i in range(8)], job_id="burst")
+    assert gate.wait_inside(2)
+    gate.open.set()
+    collect(request)
+    assert sorted(map(len, recording.batches)) == [4, 4]
+    assert gate.most_inside == 2
