@@ -28,7 +28,6 @@ import requests
 import sentencepiece as spm
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
-from urllib3.util.retry import Retry
 
 from app.auth import create_key
 from app.db import make_engine, make_session_factory
@@ -110,7 +109,7 @@ class Client:
         self.http = requests.Session()
         # A kept-alive connection that the server closes just as a request goes out
         # fails with a reset; every POST carries an Idempotency-Key, so it is retried.
-        retry = Retry(total=3, connect=3, read=3, status=0, allowed_methods=None,
+        retry = requests.adapters.Retry(total=3, connect=3, read=3, status=0, allowed_methods=None,
                       backoff_factor=0.05)
         self.http.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS,
                                                                  max_retries=retry))
