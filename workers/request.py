@@ -12,30 +12,23 @@ no-op, so the ack can go. Celery still logs it as "Couldn't ack".
 
 from __future__ import annotations
 
-import logging
-
 from celery import Task as CeleryTask
 from celery.worker.request import Request as CeleryRequest
-
-log = logging.getLogger(__name__)
 
 CLOSED_CHANNEL_ERRORS: tuple[type[BaseException], ...] = (AttributeError,)
 """What kombu's Redis transport raises when a message is acked on a closed channel."""
 
 
 class Request(CeleryRequest):
-    """A Celery request whose ack and reject survive a channel closed under them."""
+    """A Celery request whose ack and reject survive a channel closed under them.
 
-    def acknowledge(self) -> None:
-        if not self.acknowledged:
-            self._on_ack(log, tuple(self._connection_errors) + CLOSED_CHANNEL_ERRORS)
-            self.acknowledged = True
+    Celery's ack and reject log and swallow the errors in `_connection_errors` (they
+    use it for nothing else); this request counts a closed channel's among them.
+    """
 
-    def reject(self, requeue: bool = False) -> None:
-        if not self.acknowledged:
-            self._on_reject(log, tuple(self._connection_errors) + CLOSED_CHANNEL_ERRORS, requeue)
-            self.acknowledged = True
-            self.send_event("task-rejected", requeue=requeue)
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._connection_errors = tuple(self._connection_errors) + CLOSED_CHANNEL_ERRORS
 
 
 class Task(CeleryTask):

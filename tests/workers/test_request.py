@@ -47,7 +47,7 @@ def test_celery_request_raises_on_the_closed_channel(orphaned_message):
 @pytest.mark.parametrize("end", ["acknowledge", "reject"])
 def test_request_logs_and_drops_the_ack(orphaned_message, end, caplog):
     request = request_of(Request, *orphaned_message)
-    with caplog.at_level(logging.CRITICAL, logger="workers.request"):
+    with caplog.at_level(logging.CRITICAL, logger="celery.worker.request"):
         getattr(request, end)()
     assert request.acknowledged
     assert "Couldn't" in caplog.text
