@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import time
 
-from bench.throughput import MODEL_DIR, PAIR, raw_rate
-from models.random_model import pseudo_corpus
+from bench.throughput import BIG_SEGMENTS, LATENCY_SAMPLES, MODEL_DIR, PAIR, bench_texts, raw_rate
 from workers.engine import Engine
 
 
@@ -49,9 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.device = "cpu"
 
-    rng = random.Random(5)  # the documents of the bench's many-small row
-    lines = pseudo_corpus(20_000 + 5 * args.docs + 30 + 1000, seed=5)
-    docs = [[lines.pop() for _ in range(rng.randint(1, 5))] for _ in range(args.docs)]
+    docs = bench_texts(args.docs, BIG_SEGMENTS, LATENCY_SAMPLES)[0]  # the many-small row's
     engine = Engine(MODEL_DIR, device="cpu", threads=args.threads,
                     parallel_batches=args.parallel_batches, batch_tokens=args.batch_tokens,
                     max_decoding_length=args.decode, min_decoding_length=args.decode)

@@ -124,8 +124,8 @@ class Stack:
         """CPU seconds used so far by the web (all its processes), workers and Redis."""
         used: dict[str, float] = {}
         for name, proc in self.procs.items():
-            kind = "web" if name == "web" else "worker"
-            pids = [proc.pid, *children(proc.pid)] if name == "web" else [proc.pid]
+            kind, pids = ("web", [proc.pid, *children(proc.pid)]) if name == "web" else (
+                "worker", [proc.pid])
             used[kind] = used.get(kind, 0.0) + sum(map(cpu_seconds, pids))
         if self.redis_pid is not None:
             used["redis"] = cpu_seconds(self.redis_pid)

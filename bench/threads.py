@@ -16,16 +16,14 @@ import time
 import ctranslate2
 import sentencepiece as spm
 
-from bench.throughput import MODEL_DIR, PAIR
+from bench.throughput import MODEL_DIR, PAIR, one_call
 from models.random_model import pseudo_corpus
 
 
 def rate(translator: ctranslate2.Translator, tokens: list[list[str]], args) -> float:
-    """Segments/s of one translate_batch over tokens."""
+    """Segments/s of raw's one translate_batch over tokens."""
     started = time.perf_counter()
-    translator.translate_batch(tokens, max_batch_size=args.batch_tokens, batch_type="tokens",
-                               beam_size=1, max_decoding_length=args.decode,
-                               min_decoding_length=args.decode)
+    one_call(translator, tokens, args)
     return len(tokens) / (time.perf_counter() - started)
 
 

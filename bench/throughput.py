@@ -45,6 +45,10 @@ POLL_S = 0.05
 query on the machine being measured, so not too often)."""
 LATENCY_POLL_S = 0.01
 """How often it looks while timing a one-segment job on an idle worker."""
+BIG_SEGMENTS = 20_000
+"""The one-big job's size (--big)."""
+LATENCY_SAMPLES = 30
+"""One-segment jobs timed on an idle worker (--latency-samples)."""
 WARM_UP_DOCS = 64
 """Small jobs sent once before the rows are measured, as raw gets a warm-up call: the
 worker's task threads, DB connections and caches start cold."""
@@ -72,12 +76,26 @@ def raw_rate(path: Path, texts: list[str], args) -> float:
                                         inter_threads=parallel, intra_threads=intra)
     translator.translate_batch([sp.encode("warm up", out_type=str)], max_decoding_length=4)
     started = time.perf_counter()
-    results = translator.translate_batch(
-        [t + ["</s>"] for t in sp.encode(texts, out_type=str)],
-        max_batch_size=args.batch_tokens, batch_type="tokens",
-        beam_size=1, max_decoding_length=args.decode, min_decoding_length=args.decode)
+    results = one_call(translator, [t + ["</s>"] for t in sp.encode(texts, out_type=str)],
+                       args)
     sp.decode([r.hypotheses[0] for r in results])
     return len(texts) / (time.perf_counter() - started)
+
+
+def one_call(translator: ctranslate2.Translator, tokens: list[list[str]], args) -> list:
+    """Raw's translate_batch: every source at once, cut by the token budget, fixed length."""
+    return translator.translate_batch(
+        tokens, max_batch_size=args.batch_tokens, batch_type="tokens",
+        beam_size=1, max_decoding_length=args.decode, min_decoding_length=args.decode)
+
+
+def bench_texts(docs: int, big: int, singles: int) -> tuple[list[list[str]], list[str],
+                                                            list[str]]:
+    """Return the seeded sources of the rows: small documents, the big job, one-segment jobs."""
+    rng = random.Random(5)
+    lines = pseudo_corpus(big + 5 * docs + singles + 1000, seed=5)
+    small = [[lines.pop() for _ in range(rng.randint(1, 5))] for _ in range(docs)]
+    return small, [lines.pop() for _ in range(big)], [lines.pop() for _ in range(singles)]
 
 
 def naive_rate(path: Path, texts: list[str], args) -> float:
@@ -109,8 +127,8 @@ class Client:
         self.http = requests.Session()
         # A kept-alive connection that the server closes just as a request goes out
         # fails with a reset; every POST carries an Idempotency-Key, so it is retried.
-        retry = requests.adapters.Retry(total=3, connect=3, read=3, status=0, allowed_methods=None,
-                      backoff_factor=0.05)
+        retry = requests.adapters.Retry(total=3, connect=3, read=3, status=0,
+                                        allowed_methods=None, backoff_factor=0.05)
         self.http.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS,
                                                                  max_retries=retry))
 
@@ -240,9 +258,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--decode", type=int, default=40, help="output tokens per segment")
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--docs", type=int, default=200)
-    parser.add_argument("--big", type=int, default=20_000)
+    parser.add_argument("--big", type=int, default=BIG_SEGMENTS)
     parser.add_argument("--naive", type=int, default=200)
-    parser.add_argument("--latency-samples", type=int, default=30)
+    parser.add_argument("--latency-samples", type=int, default=LATENCY_SAMPLES)
     parser.add_argument("--rss-segments", type=int, default=200_000)
     parser.add_argument("--concurrency", type=int, default=128,
                         help="worker task threads (the Procfile and deploy/ default)")
@@ -254,12 +272,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     path = bench_model(args)
-    rng = random.Random(5)
-    lines = pseudo_corpus(args.big + 5 * args.docs + args.latency_samples + 1000, seed=5)
-    docs = [[lines.pop() for _ in range(rng.randint(1, 5))] for _ in range(args.docs)]
+    docs, big, singles = bench_texts(args.docs, args.big, args.latency_samples)
     warm_up = [[t] for t in pseudo_corpus(WARM_UP_DOCS, seed=11)]
-    big = [lines.pop() for _ in range(args.big)]
-    singles = [lines.pop() for _ in range(args.latency_samples)]
     small_texts = [t for d in docs for t in d]
 
     results: dict = {"name": args.name, "machine": f"{platform.machine()} "

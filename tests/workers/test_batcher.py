@@ -174,20 +174,24 @@ class Gate:
             return self.cond.wait_for(lambda: self.inside >= n, timeout=timeout)
 
 
-def gated_batcher(model_root, parallel: int):
-    """A batcher of one-segment batches over the real model, translating behind a gate."""
+def gated_batcher(model_root, parallel: int, widths: int = 1):
+    """A batcher over the real model, translating behind a gate and recording its batches.
+
+    Its budget holds `widths` segments "ab" (one-segment batches by default).
+    """
     loaded = Engine(model_root, max_decoding_length=8).model("en-de")
     gate = Gate(loaded.translator)
+    recording = Recording(gate)
     width = len(loaded.source.encode("ab", out_type=str)) + len(loaded.batcher.suffix)
-    batcher = Batcher(gate, loaded.source, loaded.target, budget=width, wait_s=0.01,
-                      options=loaded.batcher.options, suffix=loaded.batcher.suffix,
-                      parallel=parallel)
-    return batcher, gate
+    batcher = Batcher(recording, loaded.source, loaded.target, budget=widths * width,
+                      wait_s=0.01, options=loaded.batcher.options,
+                      suffix=loaded.batcher.suffix, parallel=parallel)
+    return batcher, gate, recording
 
 
 @pytest.mark.parametrize("parallel", [1, 2, 3])
 def test_parallel_batches_translate_at_once(model_root, parallel):
-    batcher, gate = gated_batcher(model_root, parallel)
+    batcher, gate, _ = gated_batcher(model_root, parallel)
     requests = [batcher.submit([(0, "ab")], job_id=str(n)) for n in range(4)]
     assert gate.wait_inside(parallel)
     gate.open.set()
@@ -198,7 +202,7 @@ def test_parallel_batches_translate_at_once(model_root, parallel):
 
 
 def test_a_hung_batch_stops_progress_while_another_thread_runs(model_root):
-    batcher, gate = gated_batcher(model_root, 2)
+    batcher, gate, _ = gated_batcher(model_root, 2)
     batcher.submit([(0, "ab")], job_id="hung")
     batcher.submit([(0, "ab")], job_id="waiting")
     assert gate.wait_inside(2)
@@ -209,13 +213,7 @@ def test_a_hung_batch_stops_progress_while_another_thread_runs(model_root):
 
 def test_the_last_work_is_shared_between_free_threads(model_root):
     """Eight equal segments, room for sixteen: two batches of four run side by side."""
-    loaded = Engine(model_root, max_decoding_length=8).model("en-de")
-    gate = Gate(loaded.translator)
-    recording = Recording(gate)
-    width = len(loaded.source.encode("ab", out_type=str)) + len(loaded.batcher.suffix)
-    batcher = Batcher(recording, loaded.source, loaded.target, budget=16 * width,
-                      wait_s=0.01, options=loaded.batcher.options,
-                      suffix=loaded.batcher.suffix, parallel=2)
+    batcher, gate, recording = gated_batcher(model_root, 2, widths=16)
     request = batcher.submit([(i, "ab") for i in range(8)], job_id="burst")
     assert gate.wait_inside(2)
     gate.open.set()
