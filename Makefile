@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control beat flower autoscaler demo
 
 # `make chromium` installs the browser the Flower test drives (Debian, as root).
-.PHONY: chromium install install-train migrate run test bench bench-model models clean
+.PHONY: chromium install install-train migrate run test lint bench bench-model models clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +16,9 @@ $(VENV)/.installed: requirements.txt
 
 install: $(VENV)/.installed
 
-# Training dependencies (torch CPU, sacrebleu): the test suite builds a tiny model with
-# models/build.py so that the build cannot rot; serving never needs them.
-$(VENV)/.installed-train: $(VENV)/.installed requirements-train.txt
+# Test tools and training dependencies (torch CPU, sacrebleu): the test suite builds a
+# tiny model with training/build.py so that the build cannot rot; serving needs neither.
+$(VENV)/.installed-train: $(VENV)/.installed requirements-test.txt requirements-train.txt
 	$(BIN)/python -m pip install --quiet -r requirements-train.txt
 	touch $@
 
@@ -31,20 +31,26 @@ migrate: install
 run: export STAPEL_LOG_DIR ?= $(CURDIR)/var/log
 
 run: migrate
-	$(BIN)/python -m app.embedded_redis ensure
+	$(BIN)/python -m stapel.embedded_redis ensure
 	$(BIN)/honcho start $(PROCESSES)
 
-test: install-train
+test: install-train lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# ruff (lint and format) on everything, mypy on the core package.
+lint: install-train
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
 
 bench-model: install
-	$(BIN)/python -m models.build bench-model --out .cache/models/en-de
+	$(BIN)/python -m training.build bench-model --out .cache/models/en-de
 
 models: install-train
-	$(BIN)/python -m models.build --all
+	$(BIN)/python -m training.build --all
 
 clean:
 	rm -rf var .cache

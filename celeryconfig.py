@@ -1,62 +1,9 @@
-"""Celery settings, shared by the web (which only sends) and the workers.
+"""Celery settings of this process, built from its one `Settings` (stapel.celery_config).
 
-Read from the environment once per process; see the README's configuration table.
+`celery -A workers.celery_app` loads this module; the web builds the same dictionary.
 """
 
-import os
+from stapel.celery_config import celery_config
+from stapel.settings import current
 
-from kombu import Exchange, Queue
-
-from app.config import Settings
-
-_settings = Settings.from_env()
-
-broker_url = _settings.redis_url
-broker_connection_retry_on_startup = True
-broker_connection_timeout = 4
-broker_transport_options = {
-    # A task whose worker vanished is redelivered after this long; the watchdog
-    # normally requeues much sooner from the missing heartbeat.
-    "visibility_timeout": int(os.environ.get("STAPEL_VISIBILITY_TIMEOUT_S", 6 * 3600)),
-    "priority_steps": list(range(10)),
-    "sep": ":",
-    "queue_order_strategy": "priority",
-    "socket_connect_timeout": 4,
-    "socket_timeout": 30,
-}
-task_publish_retry_policy = {
-    "max_retries": 2,
-    "interval_start": 0,
-    "interval_step": 0.5,
-    "interval_max": 1,
-}
-
-task_serializer = "json"
-result_serializer = "json"
-accept_content = ["json"]
-task_ignore_result = True
-result_backend = None
-
-task_acks_late = True
-task_reject_on_worker_lost = True
-worker_prefetch_multiplier = 1
-worker_cancel_long_running_tasks_on_connection_loss = False
-
-task_queues = tuple(
-    Queue(name, Exchange(name, type="direct"), routing_key=name)
-    for name in ("cpu", "gpu", "control")
-)
-task_default_queue = "control"
-task_default_priority = 4
-
-worker_send_task_events = True
-task_send_sent_event = True
-worker_hijack_root_logger = False
-
-beat_schedule = {
-    "watchdog": {
-        "task": "stapel.watchdog",
-        "schedule": _settings.watchdog_interval_s,
-        "options": {"queue": "control", "expires": _settings.watchdog_interval_s},
-    },
-}
+globals().update(celery_config(current()))

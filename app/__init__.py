@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
+import redis
 from flask import Flask
 
-from app.config import Settings
+from app import cli
+from app.api import errors, health, v1
+from app.api.openapi import docs
+from app.limits import init_limits
+from app.web import Stapel, assign_request_id, close_session, echo_request_id, request_context
+from stapel import logs
+from stapel.broker import make_celery
+from stapel.db import make_engine, make_session_factory
+from stapel.metrics import web_registry
+from stapel.presence import ServedQueues
+from stapel.settings import Settings
 
 
 def create_app(overrides: dict | None = None) -> Flask:
     """Create the Flask app; overrides replace settings read from the environment."""
-    import redis
-
-    from app import cli, logs
-    from app.api import errors, health, v1
-    from app.api.openapi import docs
-    from app.broker import make_celery
-    from app.db import make_engine, make_session_factory
-    from app.limits import init_limits
-    from app.metrics import web_registry
-    from app.web import Stapel, assign_request_id, close_session, echo_request_id
-
     settings = Settings.from_env()
     if overrides:
         settings = settings.replace(**overrides)
-    logs.configure()
+    logs.configure(settings)
+    logs.set_request_context(request_context)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False
@@ -34,8 +35,9 @@ def create_app(overrides: dict | None = None) -> Flask:
         settings=settings,
         engine=engine,
         sessions=sessions,
-        celery=make_celery(settings.redis_url),
+        celery=make_celery(settings),
         redis=client,
+        served=ServedQueues(client),
         metrics=web_registry(sessions, client),
     )
     app.before_request(assign_request_id)

@@ -8,8 +8,13 @@ from flask import Flask
 from flask.cli import AppGroup
 from sqlalchemy import select
 
-from app.auth import create_key, revoke_key
-from app.models import ApiKey, Tenant
+from app.web import stapel
+from stapel.admin import cancel_job, purge_jobs, requeue_job
+from stapel.broker import send_callback
+from stapel.exceptions import StapelError
+from stapel.keys import create_key, revoke_key
+from stapel.states import CallbackStatus
+from stapel.tables import ApiKey, Tenant
 
 
 def register(app: Flask) -> None:
@@ -20,8 +25,6 @@ def register(app: Flask) -> None:
 
 
 def _session():
-    from app.web import stapel
-
     return stapel().sessions()
 
 
@@ -38,8 +41,9 @@ def keys_create(tenant: str, quiet: bool) -> None:
     if quiet:
         click.echo(plain)
     else:
-        click.echo(f"tenant: {tenant}\nkey:    {plain}\n"
-                   "(stored hashed; it will not be shown again)")
+        click.echo(
+            f"tenant: {tenant}\nkey:    {plain}\n(stored hashed; it will not be shown again)"
+        )
 
 
 @keys.command("revoke")
@@ -58,7 +62,8 @@ def keys_list() -> None:
     """List keys: prefix, tenant, created, last used, revoked."""
     with _session() as session:
         rows = session.execute(
-            select(ApiKey, Tenant.name).join(Tenant, Tenant.id == ApiKey.tenant_id)
+            select(ApiKey, Tenant.name)
+            .join(Tenant, Tenant.id == ApiKey.tenant_id)
             .order_by(ApiKey.created_at)
         ).all()
     for key, tenant in rows:
@@ -89,49 +94,42 @@ jobs_group = AppGroup("jobs", help="Requeue, cancel and purge any tenant's jobs.
 @click.argument("job_id")
 def jobs_requeue(job_id: str) -> None:
     """Send a failed, cancelled or stuck job's unfinished chunks again."""
-    from app.admin import requeue_job
-    from app.broker import send_chunks
-    from app.exceptions import StapelError
-    from app.jobs import mark_sent
-    from app.web import stapel
-
-    with _session() as session:
+    ext = stapel()
+    with ext.sessions() as session:
         try:
-            messages = requeue_job(session, job_id)
+            done = requeue_job(session, ext.celery, ext.served.get(), job_id)
         except StapelError as exc:
             raise click.ClickException(exc.message) from None
-        sent = send_chunks(stapel().celery, messages)
-        mark_sent(session, sent)
-    click.echo(f"requeued job {job_id}: {len(sent)} of {len(messages)} chunk(s) sent"
-               + ("" if len(sent) == len(messages) else "; the watchdog sends the rest"))
+    click.echo(
+        f"requeued job {job_id}: {done.sent} of {done.chunks} chunk(s) sent"
+        + ("" if done.sent == done.chunks else "; the watchdog sends the rest")
+    )
 
 
 @jobs_group.command("cancel")
 @click.argument("job_id")
 def jobs_cancel(job_id: str) -> None:
     """Cancel a queued or running job of any tenant."""
-    from app.admin import cancel_job
-    from app.broker import send_callback
-    from app.exceptions import StapelError
-    from app.web import stapel
-
-    with _session() as session:
+    ext = stapel()
+    with ext.sessions() as session:
         try:
             job = cancel_job(session, job_id)
         except StapelError as exc:
             raise click.ClickException(exc.message) from None
-        if job.callback_status == "pending":
-            send_callback(stapel().celery, job.id)
+        if job.callback_status == CallbackStatus.PENDING:
+            send_callback(ext.celery, job.id)
     click.echo(f"cancelled job {job_id}")
 
 
 @jobs_group.command("purge")
-@click.option("--older-than-days", type=click.FloatRange(min=0), required=True,
-              help="Delete jobs that ended more than this many days ago.")
+@click.option(
+    "--older-than-days",
+    type=click.FloatRange(min=0),
+    required=True,
+    help="Delete jobs that ended more than this many days ago.",
+)
 def jobs_purge(older_than_days: float) -> None:
     """Delete finished jobs (succeeded, failed, cancelled) and all their rows."""
-    from app.admin import purge_jobs
-
     with _session() as session:
         count = purge_jobs(session, older_than_days)
     click.echo(f"purged {count} job(s)")

@@ -17,7 +17,7 @@ import time
 from flask import Flask, current_app, request
 from flask_limiter import Limiter
 
-from app.auth import hash_key
+from stapel.keys import hash_key
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,7 @@ def _warn_once_per_error(record: logging.LogRecord) -> bool:
     """Turn the limiter's swallowed-storage-error traceback into one warning line."""
     if record.exc_info and record.levelno >= logging.ERROR:
         exc = record.exc_info[1]
-        log.warning("rate limit storage unreachable, failing open error=%s",
-                    type(exc).__name__)
+        log.warning("rate limit storage unreachable, failing open error=%s", type(exc).__name__)
         return False
     return True
 

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from dataclasses import dataclass
 
 import redis
 from celery import Celery
-from flask import Response, current_app, g, request
+from flask import Response, current_app, g, has_request_context, request
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.broker import served_model_queues
-from app.config import Settings
-from app.presence import read_all
-
-SERVED_CACHE_S = 2.0
-"""How long the web trusts its view of which model queues workers serve."""
+from stapel.metrics import HTTP_REQUESTS
+from stapel.presence import ServedQueues
+from stapel.settings import Settings
 
 
 @dataclass
@@ -31,19 +27,8 @@ class Stapel:
     sessions: sessionmaker[Session]
     celery: Celery
     redis: redis.Redis
+    served: ServedQueues
     metrics: CollectorRegistry | None = None
-    _served: tuple[float, set[str]] = (0.0, set())
-
-    def served_queues(self) -> set[str]:
-        """Return the model queues live workers consume (cached briefly; empty if unknown)."""
-        read_at, served = self._served
-        if time.monotonic() - read_at > SERVED_CACHE_S:
-            try:
-                served = served_model_queues(read_all(self.redis))
-            except redis.RedisError:
-                served = set()
-            self._served = (time.monotonic(), served)
-        return served
 
 
 def stapel() -> Stapel:
@@ -75,12 +60,20 @@ def assign_request_id() -> None:
     g.request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
 
+def request_context() -> tuple[str | None, str | None]:
+    """Return (request id, job id from the URL) for log lines inside a request."""
+    if not has_request_context():
+        return None, None
+    return g.get("request_id"), (request.view_args or {}).get("job_id")
+
+
 def echo_request_id(response: Response) -> Response:
     """Return the request id in the response and count the request for /metrics."""
-    from app.metrics import HTTP_REQUESTS
-
     if "request_id" in g:
         response.headers[REQUEST_ID_HEADER] = g.request_id
-    HTTP_REQUESTS.labels(request.method, request.url_rule.rule if request.url_rule else "other",
-                         str(response.status_code)).inc()
+    HTTP_REQUESTS.labels(
+        request.method,
+        request.url_rule.rule if request.url_rule else "other",
+        str(response.status_code),
+    ).inc()
     return response

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from app.config import (
+from stapel.settings import (
     DEFAULT_DATABASE_URL,
     DEFAULT_REDIS_URL,
     env_float,  # one parser for every process's settings
@@ -98,8 +98,9 @@ def _pool_from_env(env: dict, name: str) -> PoolSettings:
         min=env_int(env, prefix + "MIN", default.min),
         max=env_int(env, prefix + "MAX", default.max),
         standby=env_int(env, prefix + "STANDBY", default.standby),
-        scale_down_delay_s=env_float(env, prefix + "SCALE_DOWN_DELAY_S",
-                                     default.scale_down_delay_s),
+        scale_down_delay_s=env_float(
+            env, prefix + "SCALE_DOWN_DELAY_S", default.scale_down_delay_s
+        ),
         chunks_per_worker=env_int(env, prefix + "CHUNKS_PER_WORKER", 1),
         queued_per_worker=env_int(env, prefix + "QUEUED_PER_WORKER", 1),
     )

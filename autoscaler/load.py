@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.models import Chunk
 from autoscaler.victims import WorkerView
+from stapel.tables import Chunk
 
 
 @dataclass(frozen=True)
@@ -22,21 +22,24 @@ class PoolCounts:
 
 def read_counts(session: Session, pool: str) -> PoolCounts:
     """Count the pool's running and queued chunks and name the workers running them."""
-    by_status = dict(session.execute(
-        select(Chunk.status, func.count())
-        .where(Chunk.pool == pool, Chunk.status.in_(("queued", "running")))
-        .group_by(Chunk.status)
-    ).all())
+    by_status = dict(
+        session.execute(
+            select(Chunk.status, func.count())
+            .where(Chunk.pool == pool, Chunk.status.in_(("queued", "running")))
+            .group_by(Chunk.status)
+        ).all()
+    )
     workers = session.scalars(
-        select(Chunk.worker).distinct()
+        select(Chunk.worker)
+        .distinct()
         .where(Chunk.pool == pool, Chunk.status == "running", Chunk.worker.is_not(None))
     ).all()
-    return PoolCounts(by_status.get("running", 0), by_status.get("queued", 0),
-                      frozenset(workers))
+    return PoolCounts(by_status.get("running", 0), by_status.get("queued", 0), frozenset(workers))
 
 
-def worker_views(names: list[str], db_busy: frozenset[str],
-                 presence: dict[str, dict]) -> list[WorkerView]:
+def worker_views(
+    names: list[str], db_busy: frozenset[str], presence: dict[str, dict]
+) -> list[WorkerView]:
     """Join the backend's workers with the DB's busy set and their presence records.
 
     A worker is busy if the DB says it runs a chunk or its presence record says so;

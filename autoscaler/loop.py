@@ -11,12 +11,12 @@ import redis
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.metrics import publish_decision
-from app.presence import read_all
 from autoscaler.backends.base import Backend, BackendError
 from autoscaler.config import PoolSettings
 from autoscaler.load import read_counts, worker_views
 from autoscaler.policy import Decision, Load, PolicyState, decide
+from stapel.metrics import publish_decision
+from stapel.presence import read_all
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +24,14 @@ log = logging.getLogger(__name__)
 class PoolLoop:
     """Scales one pool; tick() is one observe-decide-act round."""
 
-    def __init__(self, pool: PoolSettings, backend: Backend, sessions: sessionmaker[Session],
-                 redis_client: redis.Redis | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pool: PoolSettings,
+        backend: Backend,
+        sessions: sessionmaker[Session],
+        redis_client: redis.Redis | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.pool, self.backend, self.sessions = pool, backend, sessions
         self.redis, self.clock = redis_client, clock
         self.state = PolicyState()
@@ -38,8 +43,11 @@ class PoolLoop:
         try:
             return read_all(self.redis)
         except (redis.RedisError, ValueError) as exc:
-            log.warning("presence unavailable, using the DB's busy workers only pool=%s "
-                        "error=%s", self.pool.name, exc)
+            log.warning(
+                "presence unavailable, using the DB's busy workers only pool=%s error=%s",
+                self.pool.name,
+                exc,
+            )
             return {}
 
     def tick(self) -> Decision | None:
@@ -49,8 +57,11 @@ class PoolLoop:
             with self.sessions() as session:
                 counts = read_counts(session, name)
         except SQLAlchemyError as exc:
-            log.warning("database unavailable, skipping this tick pool=%s error=%s",
-                        name, type(exc).__name__)
+            log.warning(
+                "database unavailable, skipping this tick pool=%s error=%s",
+                name,
+                type(exc).__name__,
+            )
             return None
         try:
             current = self.backend.replicas()
@@ -64,22 +75,39 @@ class PoolLoop:
             try:
                 self.backend.scale(decision.replicas, views)
             except BackendError as exc:
-                log.warning("scale failed, retrying next tick pool=%s to=%d error=%s",
-                            name, decision.replicas, exc)
+                log.warning(
+                    "scale failed, retrying next tick pool=%s to=%d error=%s",
+                    name,
+                    decision.replicas,
+                    exc,
+                )
                 return decision
         self.state = decision.state
         publish_decision(self.redis, name, current, decision.replicas)
         if decision.changes(current) or decision.reason != self._last_reason:
-            log.info("decision pool=%s running=%d queued=%d busy=%d current=%d wanted=%d "
-                     "set=%d reason=%s", name, load.running, load.queued, load.busy_workers,
-                     current, decision.wanted, decision.replicas, decision.reason)
+            log.info(
+                "decision pool=%s running=%d queued=%d busy=%d current=%d wanted=%d "
+                "set=%d reason=%s",
+                name,
+                load.running,
+                load.queued,
+                load.busy_workers,
+                current,
+                decision.wanted,
+                decision.replicas,
+                decision.reason,
+            )
         self._last_reason = decision.reason
         return decision
 
     def run(self, stop: threading.Event) -> None:
         """Tick every poll_s until stop is set; log and go on after any error."""
-        log.info("loop started pool=%s limits=%s poll_s=%s", self.pool.name,
-                 self.pool.limits, self.pool.poll_s)
+        log.info(
+            "loop started pool=%s limits=%s poll_s=%s",
+            self.pool.name,
+            self.pool.limits,
+            self.pool.poll_s,
+        )
         while not stop.is_set():
             try:
                 self.tick()

@@ -51,8 +51,9 @@ def wanted_replicas(load: Load, limits: PoolLimits) -> int:
     return max(limits.min, min(limits.max, active + backlog + limits.standby))
 
 
-def decide(load: Load, current: int, limits: PoolLimits, now: float,
-           state: PolicyState) -> Decision:
+def decide(
+    load: Load, current: int, limits: PoolLimits, now: float, state: PolicyState
+) -> Decision:
     """Return the replicas to set now and the state to pass to the next call."""
     wanted = wanted_replicas(load, limits)
     if wanted > current:

@@ -38,4 +38,4 @@ def removal_order(workers: list[WorkerView]) -> list[WorkerView]:
 
 def idle_victims(workers: list[WorkerView], count: int) -> list[WorkerView]:
     """Return up to count idle workers to stop, cheapest first; busy ones never."""
-    return [w for w in removal_order(workers) if w.busy <= 0][:max(count, 0)]
+    return [w for w in removal_order(workers) if w.busy <= 0][: max(count, 0)]

@@ -59,16 +59,24 @@ def trace(seed: int, hours: int) -> list[Chunk]:
         if hour % 2 == 0:
             for _ in range(3):
                 at = start + rng.randrange(0, 3000)
-                chunks += [Chunk(at + rng.randrange(60), rng.randint(30, 90))
-                           for _ in range(rng.randint(10, 30))]
+                chunks += [
+                    Chunk(at + rng.randrange(60), rng.randint(30, 90))
+                    for _ in range(rng.randint(10, 30))
+                ]
         t = start
         while (t := t + int(rng.expovariate(1 / 300)) + 1) < start + 3600:
             chunks.append(Chunk(t, rng.randint(30, 90)))
     return sorted(chunks, key=lambda c: c.arrival)
 
 
-def simulate(chunks: list[Chunk], *, fixed: int | None = None, marking: bool = True,
-             backlog: bool = True, seed: int = 0) -> Result:
+def simulate(
+    chunks: list[Chunk],
+    *,
+    fixed: int | None = None,
+    marking: bool = True,
+    backlog: bool = True,
+    seed: int = 0,
+) -> Result:
     """Run one strategy over the trace; return what it cost and how long chunks waited."""
     rng, result = random.Random(seed), Result()
     pending = deque(Chunk(c.arrival, c.service) for c in chunks)
@@ -93,8 +101,11 @@ def simulate(chunks: list[Chunk], *, fixed: int | None = None, marking: bool = T
             workers += [Worker(t + STARTUP_S) for _ in range(decision.replicas - len(workers))]
             excess = len(workers) - decision.replicas
             if excess > 0:
-                order = (sorted(workers, key=lambda w: w.chunk is not None) if marking
-                         else rng.sample(workers, len(workers)))
+                order = (
+                    sorted(workers, key=lambda w: w.chunk is not None)
+                    if marking
+                    else rng.sample(workers, len(workers))
+                )
                 for victim in order[:excess]:
                     workers.remove(victim)
                     if victim.chunk is not None:
@@ -127,17 +138,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hours", type=int, default=24)
     args = parser.parse_args(argv)
     chunks = trace(args.seed, args.hours)
-    print(f"trace: seed={args.seed} hours={args.hours} chunks={len(chunks)} "
-          f"work={sum(c.service for c in chunks)} worker-s; limits min={LIMITS.min} "
-          f"max={LIMITS.max} standby={LIMITS.standby} delay={LIMITS.scale_down_delay_s:g}s "
-          f"poll={POLL_S}s startup={STARTUP_S}s\n")
-    print("| strategy | worker-seconds | p95 queue wait (s) | max wait (s) | peak workers "
-          "| busy workers killed | work lost (s) |")
+    print(
+        f"trace: seed={args.seed} hours={args.hours} chunks={len(chunks)} "
+        f"work={sum(c.service for c in chunks)} worker-s; limits min={LIMITS.min} "
+        f"max={LIMITS.max} standby={LIMITS.standby} delay={LIMITS.scale_down_delay_s:g}s "
+        f"poll={POLL_S}s startup={STARTUP_S}s\n"
+    )
+    print(
+        "| strategy | worker-seconds | p95 queue wait (s) | max wait (s) | peak workers "
+        "| busy workers killed | work lost (s) |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, options in STRATEGIES.items():
         r = simulate(chunks, seed=args.seed, **options)
-        print(f"| {name} | {r.worker_seconds} | {p95(r.waits)} | {max(r.waits)} | {r.peak} "
-              f"| {r.killed} | {r.lost_s} |")
+        print(
+            f"| {name} | {r.worker_seconds} | {p95(r.waits)} | {max(r.waits)} | {r.peak} "
+            f"| {r.killed} | {r.lost_s} |"
+        )
 
 
 if __name__ == "__main__":

@@ -48,18 +48,27 @@ def main(argv: list[str] | None = None) -> None:
     args.device = "cpu"
 
     docs = bench_texts(args.docs, BIG_SEGMENTS, LATENCY_SAMPLES)[0]  # the many-small row's
-    engine = Engine(MODEL_DIR, device="cpu", threads=args.threads,
-                    parallel_batches=args.parallel_batches, batch_tokens=args.batch_tokens,
-                    max_decoding_length=args.decode, min_decoding_length=args.decode)
+    engine = Engine(
+        MODEL_DIR,
+        device="cpu",
+        threads=args.threads,
+        parallel_batches=args.parallel_batches,
+        batch_tokens=args.batch_tokens,
+        max_decoding_length=args.decode,
+        min_decoding_length=args.decode,
+    )
     engine.translate(PAIR, ["warm up"])
-    raw = sorted(raw_rate(MODEL_DIR / PAIR, [t for d in docs for t in d], args)
-                 for _ in range(args.repeat))[args.repeat // 2]
+    raw = sorted(
+        raw_rate(MODEL_DIR / PAIR, [t for d in docs for t in d], args) for _ in range(args.repeat)
+    )[args.repeat // 2]
     rows = sorted(run(engine, docs, args.rate) for _ in range(args.repeat))
     got = rows[args.repeat // 2]
     arrival = f"{args.rate:g} jobs/s" if args.rate else "once"
-    print(f"raw {raw:.1f} segments/s; batcher, {args.docs} jobs arriving at {arrival}: "
-          f"{got:.1f} segments/s = {got / raw:.2f} of raw "
-          f"(runs {', '.join(f'{r / raw:.2f}' for r in rows)})")
+    print(
+        f"raw {raw:.1f} segments/s; batcher, {args.docs} jobs arriving at {arrival}: "
+        f"{got:.1f} segments/s = {got / raw:.2f} of raw "
+        f"(runs {', '.join(f'{r / raw:.2f}' for r in rows)})"
+    )
 
 
 if __name__ == "__main__":

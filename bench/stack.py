@@ -15,9 +15,9 @@ import requests
 from alembic import command
 from alembic.config import Config
 
-from app.broker import make_celery
-from app.config import ROOT
-from app.embedded_redis import reachable, start_server, wait_until_reachable
+from stapel.broker import make_celery
+from stapel.embedded_redis import reachable, start_server, wait_until_reachable
+from stapel.settings import ROOT, Settings
 from workers.command import worker_command
 
 
@@ -84,8 +84,7 @@ class Stack:
         database_url = os.environ.get("DATABASE_URL") or f"sqlite:///{workdir / 'bench.db'}"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, **env, "REDIS_URL": redis_url,
-                    "DATABASE_URL": database_url}
+        self.env = {**os.environ, **env, "REDIS_URL": redis_url, "DATABASE_URL": database_url}
         config = Config(str(ROOT / "alembic.ini"))
         config.attributes["database_url"] = database_url
         command.downgrade(config, "base")
@@ -93,26 +92,50 @@ class Stack:
 
     def _spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "ab")
-        proc = subprocess.Popen(args, cwd=ROOT, env=env or self.env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env or self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.procs[name] = proc
         return proc
 
     def start_web(self, workers: int = 2, threads: int = 4) -> None:
         """Start gunicorn as the Procfile does (2 processes of 4 threads); wait for /readyz."""
-        self._spawn("web", [sys.executable, "-m", "gunicorn", "--bind",
-                            f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads",
-                            str(threads), "app:create_app()"])
+        self._spawn(
+            "web",
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                str(workers),
+                "--threads",
+                str(threads),
+                "app:create_app()",
+            ],
+        )
         wait(lambda: requests.get(self.url + "/readyz", timeout=2).ok, 60, "web ready")
 
     def start_worker(self, pool: str, concurrency: int, env: dict | None = None) -> None:
         """Start one Celery worker and wait for it to answer a ping."""
         name = f"{pool}-{len(self.procs)}@bench"
-        self._spawn(name, worker_command(pool, name, concurrency),
-                    {**self.env, "STAPEL_POOL": pool, **(env or {})})
-        celery = make_celery(self.env["REDIS_URL"])
-        wait(lambda: celery.control.ping(destination=[name], timeout=0.5), 120,
-             f"worker {name} ready")
+        self._spawn(
+            name,
+            worker_command(pool, name, concurrency),
+            {**self.env, "STAPEL_POOL": pool, **(env or {})},
+        )
+        celery = make_celery(Settings.from_env(self.env))
+        wait(
+            lambda: celery.control.ping(destination=[name], timeout=0.5),
+            120,
+            f"worker {name} ready",
+        )
 
     def pids(self, name_prefix: str) -> list[int]:
         """Return the pids of the processes that do the work (gunicorn's worker children)."""
@@ -124,8 +147,11 @@ class Stack:
         """CPU seconds used so far by the web (all its processes), workers and Redis."""
         used: dict[str, float] = {}
         for name, proc in self.procs.items():
-            kind, pids = ("web", [proc.pid, *children(proc.pid)]) if name == "web" else (
-                "worker", [proc.pid])
+            kind, pids = (
+                ("web", [proc.pid, *children(proc.pid)])
+                if name == "web"
+                else ("worker", [proc.pid])
+            )
             used[kind] = used.get(kind, 0.0) + sum(map(cpu_seconds, pids))
         if self.redis_pid is not None:
             used["redis"] = cpu_seconds(self.redis_pid)

@@ -17,7 +17,7 @@ import ctranslate2
 import sentencepiece as spm
 
 from bench.throughput import MODEL_DIR, PAIR, one_call
-from models.random_model import pseudo_corpus
+from training.random_model import pseudo_corpus
 
 
 def rate(translator: ctranslate2.Translator, tokens: list[list[str]], args) -> float:
@@ -34,22 +34,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--decode", type=int, default=40)
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--splits", default=f"1x{threads},{threads}x1",
-                        help="comma-separated BATCHESxTHREADS (inter x intra threads)")
+    parser.add_argument(
+        "--splits",
+        default=f"1x{threads},{threads}x1",
+        help="comma-separated BATCHESxTHREADS (inter x intra threads)",
+    )
     args = parser.parse_args(argv)
 
     path = MODEL_DIR / PAIR
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
     texts = pseudo_corpus(args.segments, seed=5)
     tokens = [t + ["</s>"] for t in sp.encode(texts, out_type=str)]
-    print(f"{len(tokens)} segments, {args.decode} output tokens each, "
-          f"token budget {args.batch_tokens}, {threads} cores")
-    print("| batches at once x threads each | segments/s (best of "
-          f"{args.repeat}) | CPU cores busy |\n|---|---:|---:|")
+    print(
+        f"{len(tokens)} segments, {args.decode} output tokens each, "
+        f"token budget {args.batch_tokens}, {threads} cores"
+    )
+    print(
+        "| batches at once x threads each | segments/s (best of "
+        f"{args.repeat}) | CPU cores busy |\n|---|---:|---:|"
+    )
     for split in args.splits.split(","):
         inter, intra = (int(n) for n in split.split("x"))
-        translator = ctranslate2.Translator(str(path), device="cpu", compute_type="auto",
-                                            inter_threads=inter, intra_threads=intra)
+        translator = ctranslate2.Translator(
+            str(path), device="cpu", compute_type="auto", inter_threads=inter, intra_threads=intra
+        )
         translator.translate_batch([tokens[0]], max_decoding_length=4)
         best, cores = 0.0, 0.0
         for _ in range(args.repeat):

@@ -29,10 +29,10 @@ import sentencepiece as spm
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
-from app.auth import create_key
-from app.db import make_engine, make_session_factory
 from bench.stack import Stack, cpu_seconds, free_port, rss_peak_kib, wait
-from models.random_model import build_base, pseudo_corpus
+from stapel.db import make_engine, make_session_factory
+from stapel.keys import create_key
+from training.random_model import build_base, pseudo_corpus
 from workers.engine import pick_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,12 +72,16 @@ def raw_rate(path: Path, texts: list[str], args) -> float:
     """
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
     parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
-    translator = ctranslate2.Translator(str(path), device=args.device, compute_type="auto",
-                                        inter_threads=parallel, intra_threads=intra)
+    translator = ctranslate2.Translator(
+        str(path),
+        device=args.device,
+        compute_type="auto",
+        inter_threads=parallel,
+        intra_threads=intra,
+    )
     translator.translate_batch([sp.encode("warm up", out_type=str)], max_decoding_length=4)
     started = time.perf_counter()
-    results = one_call(translator, [t + ["</s>"] for t in sp.encode(texts, out_type=str)],
-                       args)
+    results = one_call(translator, [t + ["</s>"] for t in sp.encode(texts, out_type=str)], args)
     sp.decode([r.hypotheses[0] for r in results])
     return len(texts) / (time.perf_counter() - started)
 
@@ -85,12 +89,16 @@ def raw_rate(path: Path, texts: list[str], args) -> float:
 def one_call(translator: ctranslate2.Translator, tokens: list[list[str]], args) -> list:
     """Raw's translate_batch: every source at once, cut by the token budget, fixed length."""
     return translator.translate_batch(
-        tokens, max_batch_size=args.batch_tokens, batch_type="tokens",
-        beam_size=1, max_decoding_length=args.decode, min_decoding_length=args.decode)
+        tokens,
+        max_batch_size=args.batch_tokens,
+        batch_type="tokens",
+        beam_size=1,
+        max_decoding_length=args.decode,
+        min_decoding_length=args.decode,
+    )
 
 
-def bench_texts(docs: int, big: int, singles: int) -> tuple[list[list[str]], list[str],
-                                                            list[str]]:
+def bench_texts(docs: int, big: int, singles: int) -> tuple[list[list[str]], list[str], list[str]]:
     """Return the seeded sources of the rows: small documents, the big job, one-segment jobs."""
     rng = random.Random(5)
     lines = pseudo_corpus(big + 5 * docs + singles + 1000, seed=5)
@@ -102,13 +110,17 @@ def naive_rate(path: Path, texts: list[str], args) -> float:
     """Segments/s translating one segment per call, as per-request servers do (one
     translator using all the threads for each call: the fastest way to run one)."""
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
-    translator = ctranslate2.Translator(str(path), device=args.device, compute_type="auto",
-                                        intra_threads=args.threads)
+    translator = ctranslate2.Translator(
+        str(path), device=args.device, compute_type="auto", intra_threads=args.threads
+    )
     started = time.perf_counter()
     for t in texts:
-        r = translator.translate_batch([[*sp.encode(t, out_type=str), "</s>"]], beam_size=1,
-                                       max_decoding_length=args.decode,
-                                       min_decoding_length=args.decode)
+        r = translator.translate_batch(
+            [[*sp.encode(t, out_type=str), "</s>"]],
+            beam_size=1,
+            max_decoding_length=args.decode,
+            min_decoding_length=args.decode,
+        )
         sp.decode(r[0].hypotheses[0])
     return len(texts) / (time.perf_counter() - started)
 
@@ -127,16 +139,17 @@ class Client:
         self.http = requests.Session()
         # A kept-alive connection that the server closes just as a request goes out
         # fails with a reset; every POST carries an Idempotency-Key, so it is retried.
-        retry = requests.adapters.Retry(total=3, connect=3, read=3, status=0,
-                                        allowed_methods=None, backoff_factor=0.05)
-        self.http.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS,
-                                                                 max_retries=retry))
+        retry = requests.adapters.Retry(
+            total=3, connect=3, read=3, status=0, allowed_methods=None, backoff_factor=0.05
+        )
+        self.http.mount(
+            "http://", requests.adapters.HTTPAdapter(pool_maxsize=SUBMITTERS, max_retries=retry)
+        )
 
     def submit(self, body: dict) -> tuple[str, float]:
         started = time.perf_counter()
         headers = {**self.auth, "Idempotency-Key": uuid.uuid4().hex}
-        response = self.http.post(f"{self.url}/v1/jobs", json=body, headers=headers,
-                                  timeout=300)
+        response = self.http.post(f"{self.url}/v1/jobs", json=body, headers=headers, timeout=300)
         response.raise_for_status()
         return response.json()["id"], time.perf_counter() - started
 
@@ -144,16 +157,20 @@ class Client:
         """Count the jobs not ended yet: the rows run one after another, so these are the
         current row's (a cheap query: it runs on the machine being measured)."""
         with self.db.connect() as conn:
-            return conn.execute(text(
-                "SELECT count(*) FROM jobs WHERE status IN ('queued','running')")).scalar()
+            return conn.execute(
+                text("SELECT count(*) FROM jobs WHERE status IN ('queued','running')")
+            ).scalar()
 
     def wait_done(self, ids: list[str], timeout: float, interval: float = POLL_S) -> None:
-        wait(lambda: self.unfinished() == 0, timeout, f"{len(ids)} jobs done",
-             interval=interval)
+        wait(lambda: self.unfinished() == 0, timeout, f"{len(ids)} jobs done", interval=interval)
         with self.db.connect() as conn:
-            failed = conn.execute(text(
-                "SELECT count(*) FROM jobs WHERE status != 'succeeded' AND id IN ("
-                + ",".join(f"'{i}'" for i in ids) + ")")).scalar()
+            failed = conn.execute(
+                text(
+                    "SELECT count(*) FROM jobs WHERE status != 'succeeded' AND id IN ("
+                    + ",".join(f"'{i}'" for i in ids)
+                    + ")"
+                )
+            ).scalar()
         if failed:
             raise RuntimeError(f"{failed} benchmark jobs did not succeed")
 
@@ -174,8 +191,10 @@ class WorkerProbe:
                     totals["batches"] += sample.value
                 elif sample.name == "stapel_batch_size_sum":
                     totals["batched_segments"] += sample.value
-                elif (sample.name == "stapel_stage_seconds_sum"
-                      and sample.labels.get("stage") == "translate"):
+                elif (
+                    sample.name == "stapel_stage_seconds_sum"
+                    and sample.labels.get("stage") == "translate"
+                ):
                     totals["translate_s"] += sample.value
         return totals
 
@@ -208,10 +227,13 @@ def many_small(client: Client, docs: list[list[str]]) -> dict:
     client.wait_done(ids, timeout=3600)
     elapsed = time.perf_counter() - started
     latencies = [lat for _, lat in submitted]
-    return {"segments": sum(map(len, docs)), "seconds": elapsed,
-            "submit_jobs_per_s": len(docs) / submit_s,
-            "post_p50_ms": 1000 * percentile(latencies, 50),
-            "post_p99_ms": 1000 * percentile(latencies, 99)}
+    return {
+        "segments": sum(map(len, docs)),
+        "seconds": elapsed,
+        "submit_jobs_per_s": len(docs) / submit_s,
+        "post_p50_ms": 1000 * percentile(latencies, 50),
+        "post_p99_ms": 1000 * percentile(latencies, 99),
+    }
 
 
 def one_big(client: Client, texts: list[str]) -> dict:
@@ -228,23 +250,39 @@ def idle_latency(client: Client, texts: list[str]) -> dict:
         job_id, _ = client.submit(body([t]))
         client.wait_done([job_id], timeout=120, interval=LATENCY_POLL_S)
         times.append(time.perf_counter() - started)
-    return {"p50_ms": 1000 * percentile(times, 50), "p99_ms": 1000 * percentile(times, 99),
-            "samples": len(times)}
+    return {
+        "p50_ms": 1000 * percentile(times, 50),
+        "p99_ms": 1000 * percentile(times, 99),
+        "samples": len(times),
+    }
 
 
 def rss_during_huge_job(client: Client, stack: Stack, texts: list[str], chunks: int) -> dict:
     job_id, post_s = client.submit(body(texts))
     with client.db.connect() as conn:
-        total = conn.execute(text("SELECT chunks_total FROM jobs WHERE id = :j"),
-                             {"j": job_id}).scalar()
+        total = conn.execute(
+            text("SELECT chunks_total FROM jobs WHERE id = :j"), {"j": job_id}
+        ).scalar()
         chunks = min(chunks, total)
-        wait(lambda: conn.execute(text(
-            "SELECT count(*) FROM chunks WHERE job_id = :j AND status = 'succeeded'"),
-            {"j": job_id}).scalar() >= chunks, 3600, f"{chunks} chunks of the huge job")
+        wait(
+            lambda: (
+                conn.execute(
+                    text("SELECT count(*) FROM chunks WHERE job_id = :j AND status = 'succeeded'"),
+                    {"j": job_id},
+                ).scalar()
+                >= chunks
+            ),
+            3600,
+            f"{chunks} chunks of the huge job",
+        )
     client.http.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=client.auth, timeout=60)
-    return {"segments": len(texts), "chunks_translated": chunks, "post_seconds": post_s,
-            "web_peak_rss_mib": max(map(rss_peak_kib, stack.pids("web"))) / 1024,
-            "worker_peak_rss_mib": max(map(rss_peak_kib, stack.pids("cpu"))) / 1024}
+    return {
+        "segments": len(texts),
+        "chunks_translated": chunks,
+        "post_seconds": post_s,
+        "web_peak_rss_mib": max(map(rss_peak_kib, stack.pids("web"))) / 1024,
+        "worker_peak_rss_mib": max(map(rss_peak_kib, stack.pids("cpu"))) / 1024,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -252,9 +290,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="cpu")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--parallel-batches", type=int, default=0,
-                        help="STAPEL_PARALLEL_BATCHES for the worker and raw (0: the "
-                        "worker's default, one batch per thread on CPU, one on GPU)")
+    parser.add_argument(
+        "--parallel-batches",
+        type=int,
+        default=0,
+        help="STAPEL_PARALLEL_BATCHES for the worker and raw (0: the "
+        "worker's default, one batch per thread on CPU, one on GPU)",
+    )
     parser.add_argument("--decode", type=int, default=40, help="output tokens per segment")
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--docs", type=int, default=200)
@@ -262,13 +304,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--naive", type=int, default=200)
     parser.add_argument("--latency-samples", type=int, default=LATENCY_SAMPLES)
     parser.add_argument("--rss-segments", type=int, default=200_000)
-    parser.add_argument("--concurrency", type=int, default=128,
-                        help="worker task threads (the Procfile and deploy/ default)")
-    parser.add_argument("--small-only", action="store_true",
-                        help="only raw and many small (for sweeps of --concurrency)")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="many-small runs, and raw runs on their segments; the median "
-                        "of each is the row, all are kept")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=128,
+        help="worker task threads (the Procfile and deploy/ default)",
+    )
+    parser.add_argument(
+        "--small-only",
+        action="store_true",
+        help="only raw and many small (for sweeps of --concurrency)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="many-small runs, and raw runs on their segments; the median "
+        "of each is the row, all are kept",
+    )
     args = parser.parse_args(argv)
 
     path = bench_model(args)
@@ -276,13 +329,16 @@ def main(argv: list[str] | None = None) -> None:
     warm_up = [[t] for t in pseudo_corpus(WARM_UP_DOCS, seed=11)]
     small_texts = [t for d in docs for t in d]
 
-    results: dict = {"name": args.name, "machine": f"{platform.machine()} "
-                     f"{os.cpu_count()} cores", "device": args.device,
-                     "threads": args.threads,
-                     "parallel_batches": pick_parallel(args.device, args.threads,
-                                                       args.parallel_batches)[0],
-                     "decode_tokens": args.decode,
-                     "ctranslate2": ctranslate2.__version__, "rows": {}}
+    results: dict = {
+        "name": args.name,
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "device": args.device,
+        "threads": args.threads,
+        "parallel_batches": pick_parallel(args.device, args.threads, args.parallel_batches)[0],
+        "decode_tokens": args.decode,
+        "ctranslate2": ctranslate2.__version__,
+        "rows": {},
+    }
     print("raw CTranslate2 ...", flush=True)
     raw_small_runs = sorted(raw_rate(path, small_texts, args) for _ in range(args.repeat))
     raw_small = raw_small_runs[len(raw_small_runs) // 2]
@@ -291,19 +347,29 @@ def main(argv: list[str] | None = None) -> None:
         naive = naive_rate(path, big[: args.naive], args)
 
     workdir = Path(tempfile.mkdtemp(prefix="stapel-bench-"))
-    stack = Stack(workdir, {
-        "STAPEL_MODEL_ROOT": str(MODEL_DIR), "STAPEL_THREADS": str(args.threads),
-        "STAPEL_PARALLEL_BATCHES": str(args.parallel_batches),
-        "STAPEL_DEVICE": args.device, "STAPEL_MAX_DECODING_LENGTH": str(args.decode),
-        "STAPEL_MIN_DECODING_LENGTH": str(args.decode),
-        "STAPEL_BATCH_TOKENS": str(args.batch_tokens), "STAPEL_LOG_LEVEL": "WARNING",
-        "STAPEL_GPU_THRESHOLD": str(10**9), "STAPEL_PRELOAD": PAIR,
-        "STAPEL_MAX_SEGMENTS": str(max(args.rss_segments, args.big)),
-        "STAPEL_MAX_BODY_BYTES": str(512 * 1024 * 1024),
-        # Measure the pipeline, not the per-tenant guards (one tenant sends everything).
-        "STAPEL_RATE_SUBMIT": "off", "STAPEL_RATE_READ": "off", "STAPEL_FAIR_SHARE_STEP": "0",
-        "STAPEL_QUOTA_JOBS_IN_FLIGHT": "100000",
-        "STAPEL_QUOTA_SEGMENTS_PER_DAY": str(10**9)})
+    stack = Stack(
+        workdir,
+        {
+            "STAPEL_MODEL_ROOT": str(MODEL_DIR),
+            "STAPEL_THREADS": str(args.threads),
+            "STAPEL_PARALLEL_BATCHES": str(args.parallel_batches),
+            "STAPEL_DEVICE": args.device,
+            "STAPEL_MAX_DECODING_LENGTH": str(args.decode),
+            "STAPEL_MIN_DECODING_LENGTH": str(args.decode),
+            "STAPEL_BATCH_TOKENS": str(args.batch_tokens),
+            "STAPEL_LOG_LEVEL": "WARNING",
+            "STAPEL_GPU_THRESHOLD": str(10**9),
+            "STAPEL_PRELOAD": PAIR,
+            "STAPEL_MAX_SEGMENTS": str(max(args.rss_segments, args.big)),
+            "STAPEL_MAX_BODY_BYTES": str(512 * 1024 * 1024),
+            # Measure the pipeline, not the per-tenant guards (one tenant sends everything).
+            "STAPEL_RATE_SUBMIT": "off",
+            "STAPEL_RATE_READ": "off",
+            "STAPEL_FAIR_SHARE_STEP": "0",
+            "STAPEL_QUOTA_JOBS_IN_FLIGHT": "100000",
+            "STAPEL_QUOTA_SEGMENTS_PER_DAY": str(10**9),
+        },
+    )
     try:
         stack.start_web()
         metrics_port = free_port()
@@ -315,8 +381,10 @@ def main(argv: list[str] | None = None) -> None:
         print("warm-up ...", flush=True)
         many_small(client, warm_up)
         print("many small ...", flush=True)
-        runs = sorted((probe.during(many_small, client, docs) for _ in range(args.repeat)),
-                      key=lambda run: run["seconds"])
+        runs = sorted(
+            (probe.during(many_small, client, docs) for _ in range(args.repeat)),
+            key=lambda run: run["seconds"],
+        )
         small = runs[len(runs) // 2]
         if not args.small_only:
             print("one big ...", flush=True)
@@ -324,21 +392,24 @@ def main(argv: list[str] | None = None) -> None:
             print("idle latency ...", flush=True)
             latency = idle_latency(client, singles)
             print("peak RSS during a huge job ...", flush=True)
-            rss = rss_during_huge_job(client, stack, pseudo_corpus(args.rss_segments, seed=9),
-                                      3)
+            rss = rss_during_huge_job(client, stack, pseudo_corpus(args.rss_segments, seed=9), 3)
     finally:
         stack.stop()
 
     results["concurrency"] = args.concurrency
     rows = results["rows"]
-    rows["raw (small-job segments)"] = {"segments_per_s": raw_small, "ratio": 1.0,
-                                        "runs_segments_per_s": raw_small_runs}
-    rows["many small"] = {"segments_per_s": small["segments"] / small["seconds"],
-                          "ratio": small["segments"] / small["seconds"] / raw_small, **small,
-                          "ratios_of_runs": [r["segments"] / r["seconds"] / raw_small
-                                             for r in runs]}
-    results["submit"] = {k: small[k] for k in ("submit_jobs_per_s", "post_p50_ms",
-                                                "post_p99_ms")}
+    rows["raw (small-job segments)"] = {
+        "segments_per_s": raw_small,
+        "ratio": 1.0,
+        "runs_segments_per_s": raw_small_runs,
+    }
+    rows["many small"] = {
+        "segments_per_s": small["segments"] / small["seconds"],
+        "ratio": small["segments"] / small["seconds"] / raw_small,
+        **small,
+        "ratios_of_runs": [r["segments"] / r["seconds"] / raw_small for r in runs],
+    }
+    results["submit"] = {k: small[k] for k in ("submit_jobs_per_s", "post_p50_ms", "post_p99_ms")}
     if not args.small_only:
         big_rows(results, raw_big, large, naive, latency, rss)
     out = ROOT / "bench" / "results" / f"{args.name}.json"
@@ -346,47 +417,66 @@ def main(argv: list[str] | None = None) -> None:
     print_table(results, out)
 
 
-def big_rows(results: dict, raw_big: float, large: dict, naive: float, latency: dict,
-             rss: dict) -> None:
+def big_rows(
+    results: dict, raw_big: float, large: dict, naive: float, latency: dict, rss: dict
+) -> None:
     """Add the rows and figures of the one-big, naive, latency and RSS measurements."""
     rows = results["rows"]
     rows["raw (big-job segments)"] = {"segments_per_s": raw_big, "ratio": 1.0}
-    rows["one big"] = {"segments_per_s": large["segments"] / large["seconds"],
-                       "ratio": large["segments"] / large["seconds"] / raw_big, **large}
+    rows["one big"] = {
+        "segments_per_s": large["segments"] / large["seconds"],
+        "ratio": large["segments"] / large["seconds"] / raw_big,
+        **large,
+    }
     rows["naive (one per call)"] = {"segments_per_s": naive, "ratio": naive / raw_big}
     results["one_segment_idle"] = latency
     results["huge_job_rss"] = rss
 
 
 def print_table(results: dict, out: Path) -> None:
-    print(f"\nworker concurrency {results['concurrency']}\n"
-          "| row | segments/s | ratio to raw | mean batch | translator busy |\n"
-          "|---|---:|---:|---:|---:|")
+    print(
+        f"\nworker concurrency {results['concurrency']}\n"
+        "| row | segments/s | ratio to raw | mean batch | translator busy |\n"
+        "|---|---:|---:|---:|---:|"
+    )
     for name, row in results["rows"].items():
-        extra = (f"{row['mean_batch_segments']:.0f} | {row['translator_busy']:.0%}"
-                 if "batches" in row else "|")
+        extra = (
+            f"{row['mean_batch_segments']:.0f} | {row['translator_busy']:.0%}"
+            if "batches" in row
+            else "|"
+        )
         print(f"| {name} | {row['segments_per_s']:.1f} | {row['ratio']:.2f} | {extra} |")
     for name, row in results["rows"].items():
         if "cpu_s" in row:
-            print(f"CPU seconds during {name} ({row['seconds']:.1f} s wall): "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in row["cpu_s"].items()))
+            print(
+                f"CPU seconds during {name} ({row['seconds']:.1f} s wall): "
+                + ", ".join(f"{k} {v:.1f}" for k, v in row["cpu_s"].items())
+            )
     runs = results["rows"]["many small"]["ratios_of_runs"]
     if len(runs) > 1:
         print("many small, each run (fastest first): " + ", ".join(f"{r:.2f}" for r in runs))
         raw_runs = results["rows"]["raw (small-job segments)"]["runs_segments_per_s"]
-        print("raw on those segments, each run (segments/s): "
-              + ", ".join(f"{r:.1f}" for r in raw_runs))
+        print(
+            "raw on those segments, each run (segments/s): "
+            + ", ".join(f"{r:.1f}" for r in raw_runs)
+        )
     submit = results["submit"]
-    print(f"\nPOST /v1/jobs: {submit['submit_jobs_per_s']:.0f} jobs/s, p50 "
-          f"{submit['post_p50_ms']:.0f} ms, p99 {submit['post_p99_ms']:.0f} ms")
+    print(
+        f"\nPOST /v1/jobs: {submit['submit_jobs_per_s']:.0f} jobs/s, p50 "
+        f"{submit['post_p50_ms']:.0f} ms, p99 {submit['post_p99_ms']:.0f} ms"
+    )
     if "one_segment_idle" in results:
         latency, rss = results["one_segment_idle"], results["huge_job_rss"]
-        print(f"one-segment job on an idle worker, submit to done: p50 "
-              f"{latency['p50_ms']:.0f} ms, p99 {latency['p99_ms']:.0f} ms "
-              f"({latency['samples']} samples)")
-        print(f"{rss['segments']}-segment job: POST took {rss['post_seconds']:.1f} s; peak "
-              f"RSS web {rss['web_peak_rss_mib']:.0f} MiB, worker "
-              f"{rss['worker_peak_rss_mib']:.0f} MiB")
+        print(
+            f"one-segment job on an idle worker, submit to done: p50 "
+            f"{latency['p50_ms']:.0f} ms, p99 {latency['p99_ms']:.0f} ms "
+            f"({latency['samples']} samples)"
+        )
+        print(
+            f"{rss['segments']}-segment job: POST took {rss['post_seconds']:.1f} s; peak "
+            f"RSS web {rss['web_peak_rss_mib']:.0f} MiB, worker "
+            f"{rss['worker_peak_rss_mib']:.0f} MiB"
+        )
     print(f"written to {out.relative_to(ROOT)}")
 
 

@@ -1,12 +1,12 @@
-"""Alembic environment: the database comes from DATABASE_URL (see app/config.py)."""
+"""Alembic environment: the database comes from DATABASE_URL (see stapel/settings.py)."""
 
 from logging.config import fileConfig
 
 from alembic import context
 
-from app.config import Settings
-from app.db import make_engine
-from app.models import Base
+from stapel.db import make_engine
+from stapel.settings import Settings
+from stapel.tables import Base
 
 config = context.config
 if config.config_file_name is not None:
@@ -21,8 +21,12 @@ def database_url() -> str:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=database_url(), target_metadata=target_metadata,
-                      literal_binds=True, render_as_batch=True)
+    context.configure(
+        url=database_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=True,
+    )
     with context.begin_transaction():
         context.run_migrations()
 
@@ -30,8 +34,9 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     engine = make_engine(database_url())
     with engine.connect() as connection:
-        context.configure(connection=connection, target_metadata=target_metadata,
-                          render_as_batch=True)
+        context.configure(
+            connection=connection, target_metadata=target_metadata, render_as_batch=True
+        )
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()

@@ -37,8 +37,9 @@ class Client:
         try:
             response = self.http.request(method, self.url + path, timeout=self.timeout, **kwargs)
         except requests.ConnectionError:
-            raise CliError(f"cannot connect to {self.url} (is the server running? "
-                           "set --url or STAPEL_URL)") from None
+            raise CliError(
+                f"cannot connect to {self.url} (is the server running? set --url or STAPEL_URL)"
+            ) from None
         except requests.RequestException as exc:
             raise CliError(f"request to {self.url} failed: {exc}") from None
         if response.status_code >= 400:
@@ -54,7 +55,8 @@ class Client:
         handles = [(f, f.open("rb")) for f in files]
         try:
             return self.call(
-                "POST", "/v1/jobs",
+                "POST",
+                "/v1/jobs",
                 data={"source_lang": source, "target_lang": target, "priority": str(priority)},
                 files=[("files", (f.name, h, "text/plain")) for f, h in handles],
             ).json()
@@ -84,12 +86,16 @@ def progress_line(done: int, total: int, elapsed_s: float, width: int = 30) -> s
         eta = f"ETA {int((total - done) / rate)}s"
     else:
         eta = "ETA ?"
-    return (f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} segments "
-            f"{rate:.1f}/s {eta}")
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} segments {rate:.1f}/s {eta}"
 
 
-def wait(client: Client, job: dict, out: TextIO, interval_s: float = 0.5,
-         clock: Callable[[], float] = time.monotonic) -> dict:
+def wait(
+    client: Client,
+    job: dict,
+    out: TextIO,
+    interval_s: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict:
     """Poll the job until it ends, rewriting one progress line on out."""
     started = clock()
     while True:
@@ -114,26 +120,30 @@ def cmd_translate(client: Client, args: argparse.Namespace) -> int:
         if not path.is_file():
             raise CliError(f"no such file: {path}")
     job = client.submit(files, args.source, args.target, args.priority)
-    print(f"job {job['id']} {job['status']}: {len(files)} file(s), "
-          f"{job['segments_total']} segments", file=sys.stderr)
+    print(
+        f"job {job['id']} {job['status']}: {len(files)} file(s), {job['segments_total']} segments",
+        file=sys.stderr,
+    )
     job = wait(client, job, sys.stderr, args.interval)
     if job["status"] != "succeeded":
         raise CliError(f"job {job['id']} {job['status']}: {job.get('error') or 'no result'}")
     documents = client.result(job["id"])["documents"]
     for path, document in zip(files, documents, strict=True):
         target = output_path(path, args.target)
-        target.write_text("".join((s or "") + "\n" for s in document["segments"]),
-                          encoding="utf-8")
+        target.write_text("".join((s or "") + "\n" for s in document["segments"]), encoding="utf-8")
         print(target)
     return 0
 
 
 def cmd_status(client: Client, args: argparse.Namespace) -> int:
     job = client.job(args.job_id)
-    print(json.dumps(job, indent=2) if args.json else
-          f"{job['id']} {job['status']} {job['segments_done']}/{job['segments_total']} "
-          f"segments {job['source_lang']}-{job['target_lang']} created {job['created_at']}"
-          + (f" error: {job['error']}" if job.get("error") else ""))
+    print(
+        json.dumps(job, indent=2)
+        if args.json
+        else f"{job['id']} {job['status']} {job['segments_done']}/{job['segments_total']} "
+        f"segments {job['source_lang']}-{job['target_lang']} created {job['created_at']}"
+        + (f" error: {job['error']}" if job.get("error") else "")
+    )
     return 0
 
 
@@ -143,8 +153,11 @@ def cmd_result(client: Client, args: argparse.Namespace) -> int:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
     if not result["complete"]:
-        print(f"job {result['id']} is {result['status']}: partial result "
-              f"({result['segments_done']}/{result['segments_total']})", file=sys.stderr)
+        print(
+            f"job {result['id']} is {result['status']}: partial result "
+            f"({result['segments_done']}/{result['segments_total']})",
+            file=sys.stderr,
+        )
     for document in result["documents"]:
         if len(result["documents"]) > 1:
             print(f"# {document['id'] or ''}")
@@ -155,18 +168,22 @@ def cmd_result(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_jobs(client: Client, args: argparse.Namespace) -> int:
     for job in client.jobs(args.status, args.limit)["jobs"]:
-        print(f"{job['id']}  {job['status']:<9}  {job['segments_done']:>7}/"
-              f"{job['segments_total']:<7}  {job['source_lang']}-{job['target_lang']}  "
-              f"{job['created_at']}")
+        print(
+            f"{job['id']}  {job['status']:<9}  {job['segments_done']:>7}/"
+            f"{job['segments_total']:<7}  {job['source_lang']}-{job['target_lang']}  "
+            f"{job['created_at']}"
+        )
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="stapel", description="Stapel translation client.")
-    top.add_argument("--url", default=os.environ.get("STAPEL_URL", DEFAULT_URL),
-                     help="server URL (STAPEL_URL; default %(default)s)")
-    top.add_argument("--key", default=os.environ.get("STAPEL_KEY"),
-                     help="API key (STAPEL_KEY)")
+    top.add_argument(
+        "--url",
+        default=os.environ.get("STAPEL_URL", DEFAULT_URL),
+        help="server URL (STAPEL_URL; default %(default)s)",
+    )
+    top.add_argument("--key", default=os.environ.get("STAPEL_KEY"), help="API key (STAPEL_KEY)")
     commands = top.add_subparsers(dest="command", required=True)
     translate = commands.add_parser("translate", help="translate .txt files, wait, save")
     translate.add_argument("files", nargs="+", metavar="FILE")
@@ -175,8 +192,10 @@ def parser() -> argparse.ArgumentParser:
     translate.add_argument("--priority", type=int, default=5, help="0-9, 9 most urgent")
     translate.add_argument("--interval", type=float, default=0.5, help=argparse.SUPPRESS)
     translate.set_defaults(run=cmd_translate)
-    for name, run, text in (("status", cmd_status, "show a job"),
-                            ("result", cmd_result, "print a job's translation")):
+    for name, run, text in (
+        ("status", cmd_status, "show a job"),
+        ("result", cmd_result, "print a job's translation"),
+    ):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("job_id", metavar="ID")
         sub.add_argument("--json", action="store_true", help="print the JSON answer")

@@ -18,11 +18,11 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from app import create_app
-from app.auth import create_key
-from app.db import make_engine, make_session_factory
-from app.embedded_redis import reachable, start_server, wait_until_reachable
-from app.models import Base
-from models.random_model import build as build_random_model
+from stapel.db import make_engine, make_session_factory
+from stapel.embedded_redis import reachable, start_server, wait_until_reachable
+from stapel.keys import create_key
+from stapel.tables import Base
+from training.random_model import build as build_random_model
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -93,8 +93,10 @@ def database_url(tmp_path_factory):
 
 def _postgres_url() -> str:
     url = os.environ.get("DATABASE_URL", "")
-    return url if url.startswith("postgresql") else os.environ.get(
-        "STAPEL_TEST_POSTGRES_URL", DEFAULT_PG_URL
+    return (
+        url
+        if url.startswith("postgresql")
+        else os.environ.get("STAPEL_TEST_POSTGRES_URL", DEFAULT_PG_URL)
     )
 
 

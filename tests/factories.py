@@ -11,16 +11,37 @@ T = TypeVar("T")
 
 def job_body(segments: list[str] | None = None, **fields) -> dict:
     """Return a valid en-de job body with the given segments and extra fields."""
-    body = {"source_lang": "en", "target_lang": "de",
-            "segments": segments if segments is not None else ["Hello world.", "Good day."]}
+    body = {
+        "source_lang": "en",
+        "target_lang": "de",
+        "segments": segments if segments is not None else ["Hello world.", "Good day."],
+    }
     body.update(fields)
     return body
 
 
 def sentences(n: int, seed: int = 0) -> list[str]:
     """Return n distinct short English-looking sentences of varied length."""
-    words = ["the", "house", "is", "small", "a", "dog", "runs", "we", "see", "green",
-             "trees", "today", "she", "reads", "books", "and", "he", "writes"]
+    words = [
+        "the",
+        "house",
+        "is",
+        "small",
+        "a",
+        "dog",
+        "runs",
+        "we",
+        "see",
+        "green",
+        "trees",
+        "today",
+        "she",
+        "reads",
+        "books",
+        "and",
+        "he",
+        "writes",
+    ]
     out = []
     for i in range(n):
         k = 3 + (i * 7 + seed) % 9
@@ -28,8 +49,12 @@ def sentences(n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.1,
-             what: str = "condition") -> T:
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    what: str = "condition",
+) -> T:
     """Poll predicate until it returns a truthy value; fail after timeout seconds."""
     deadline = time.monotonic() + timeout
     while True:

@@ -21,22 +21,35 @@ ROOT = Path(__file__).resolve().parent.parent
 class WorkerProcess:
     """A `celery worker` subprocess on the test Redis, DB and model root."""
 
-    def __init__(self, env: dict, log_dir: Path, pool: str = "cpu", concurrency: int = 2,
-                 name: str | None = None) -> None:
+    def __init__(
+        self,
+        env: dict,
+        log_dir: Path,
+        pool: str = "cpu",
+        concurrency: int = 2,
+        name: str | None = None,
+    ) -> None:
         self.name = f"{name or pool}-{uuid.uuid4().hex[:6]}@test"
         self.log_path = log_dir / f"{self.name}.log"
         self.env = {**os.environ, **env, "STAPEL_POOL": pool}
         self.args = worker_command(pool, self.name, concurrency) + [
-            "--without-gossip", "--without-mingle"]
+            "--without-gossip",
+            "--without-mingle",
+        ]
         self.proc: subprocess.Popen | None = None
 
     def start(self, celery: Celery, timeout: float = 60) -> WorkerProcess:
         """Start the process and wait until it answers a ping."""
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=self._log,
-                                     stderr=subprocess.STDOUT)
-        wait_for(lambda: self.proc.poll() is not None or self.answers(celery),
-                 timeout=timeout, interval=0.3, what=f"worker {self.name} to answer pings")
+        self.proc = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        wait_for(
+            lambda: self.proc.poll() is not None or self.answers(celery),
+            timeout=timeout,
+            interval=0.3,
+            what=f"worker {self.name} to answer pings",
+        )
         if self.proc.poll() is not None:
             raise RuntimeError(f"worker exited early; see {self.log_path}:\n{self.log()}")
         return self

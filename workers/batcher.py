@@ -13,7 +13,7 @@ priority waiting, so each batch serves the head and nothing waits behind work of
 priority that came later. Around the head, the batch takes segments of the same
 priority from a window of the next WINDOW_BUDGETS budgets' worth, sorted by length, the
 way CTranslate2 sorts its own input: a batch of similar lengths wastes little on
-padding (on the benchmark model, arrival-order batches ran at 0.87 of sorted ones).
+padding (docs/performance.md has the figures).
 Room left over is filled with lower-priority segments that fit.
 
 Parallel batches: with `parallel` above one (CTranslate2's `inter_threads`), as many
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import ctranslate2
 import sentencepiece as spm
 
-from app import metrics
+from stapel import metrics
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,7 @@ _DONE = object()
 
 WINDOW_BUDGETS = 32
 """How many token budgets of waiting segments one batch is chosen from, sorted by length:
-enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS). Two held chunks of
-2000 ran at 0.93 of raw CTranslate2 with a window of 8 budgets, 1.0 with 32."""
+enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS; docs/performance.md)."""
 
 
 MIN_SHARE_DIV = 8
@@ -58,7 +57,7 @@ MIN_SHARE_DIV = 8
 class _Item:
     seq: int
     arrived: float
-    request: Request
+    request: Submission
     index: int
     tokens: list[str]
     taken: bool = False
@@ -68,11 +67,16 @@ class _Item:
         return max(len(self.tokens), 1)
 
 
-class Request:
+class Submission:
     """One task's segments in the batcher; iterate it to receive translated batches."""
 
-    def __init__(self, job_id: str | None, count: int, batcher: Batcher | None = None,
-                 tick_s: float | None = None) -> None:
+    def __init__(
+        self,
+        job_id: str | None,
+        count: int,
+        batcher: Batcher | None = None,
+        tick_s: float | None = None,
+    ) -> None:
         self.job_id = job_id
         self.remaining = count
         self.batcher = batcher
@@ -155,17 +159,25 @@ class Batcher:
         self._seq = itertools.count()
         self._closed = False
         self._cond = threading.Condition()
-        self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{n}",
-                                          daemon=True) for n in range(self.parallel)]
+        self._threads = [
+            threading.Thread(target=self._run, name=f"batcher-{name}-{n}", daemon=True)
+            for n in range(self.parallel)
+        ]
         for thread in self._threads:
             thread.start()
 
-    def submit(self, items: list[tuple[int, str]], *, priority: int = 5,
-               job_id: str | None = None, tick_s: float | None = None) -> Request:
+    def submit(
+        self,
+        items: list[tuple[int, str]],
+        *,
+        priority: int = 5,
+        job_id: str | None = None,
+        tick_s: float | None = None,
+    ) -> Submission:
         """Queue (index, text) items; blank texts come back at once, untranslated."""
         blank = [(i, t) for i, t in items if not t.strip()]
         work = [(i, t) for i, t in items if t.strip()]
-        request = Request(job_id, len(items), self, tick_s)
+        request = Submission(job_id, len(items), self, tick_s)
         if blank:
             request._deliver(blank)
         if not work:
@@ -255,7 +267,7 @@ class Batcher:
                 break
             if hi - lo >= best[1] - best[0]:  # on a tie, the longer run: less padding later
                 best = (lo, hi)
-        return ordered[best[0]:best[1] + 1]
+        return ordered[best[0] : best[1] + 1]
 
     def _fill(self, batch: list[_Item], lanes: list[deque[_Item]], budget: int) -> None:
         """Add lower-priority segments, in priority then arrival order, while they fit."""
@@ -278,8 +290,7 @@ class Batcher:
                     return None
                 if oldest is not None:
                     waited = time.monotonic() - oldest
-                    if (self._pending_tokens >= self.budget or waited >= self.wait_s
-                            or self._closed):
+                    if self._pending_tokens >= self.budget or waited >= self.wait_s or self._closed:
                         break
                     self._cond.wait(self.wait_s - waited)
                 else:
@@ -315,14 +326,20 @@ class Batcher:
         results = self.translator.translate_batch([item.tokens for item in batch], **self.options)
         outputs = self.target.decode([r.hypotheses[0] for r in results])
         metrics.observe_stage("translate", time.monotonic() - started)
-        parts: dict[int, tuple[Request, list[tuple[int, str]]]] = {}
+        parts: dict[int, tuple[Submission, list[tuple[int, str]]]] = {}
         for item, text in zip(batch, outputs, strict=True):
             parts.setdefault(id(item.request), (item.request, []))[1].append((item.index, text))
         self._count(batch)
         jobs = sorted({str(r.job_id) for r, _ in parts.values()})
         level = logging.INFO if len(jobs) > 1 else logging.DEBUG
-        log.log(level, "batch model=%s segments=%d jobs=%d logids=%s",
-                self.name, len(batch), len(jobs), ",".join(jobs))
+        log.log(
+            level,
+            "batch model=%s segments=%d jobs=%d logids=%s",
+            self.name,
+            len(batch),
+            len(jobs),
+            ",".join(jobs),
+        )
         for request, part in parts.values():
             request._deliver(part)
 

@@ -1,37 +1,36 @@
-"""The workers' Celery app: `celery -A workers.celery_app worker -Q cpu,control`."""
+"""The workers' Celery app: `celery -A workers.celery_app worker -Q cpu,control`.
+
+The app is made here and handed to what needs it (tasks get it as `self.app`, the
+runtime at start-up); nothing in workers/ imports it back except the task module.
+"""
 
 from __future__ import annotations
 
 from celery import Celery, signals
 
-from app import logs
+from stapel import logs
+from stapel.settings import current
+from workers.runtime import Runtime
 
 celery = Celery("stapel", include=["workers.tasks"], task_cls="workers.request:Task")
 celery.config_from_object("celeryconfig")
 
+_runtime: Runtime | None = None
+
 
 @signals.setup_logging.connect
 def _setup_logging(loglevel=None, **_kwargs) -> None:
-    logs.configure(loglevel if isinstance(loglevel, str) else None)
-
-
-_publisher = None
-_tracer = None
+    logs.configure(current(), loglevel if isinstance(loglevel, str) else None)
 
 
 @signals.worker_ready.connect
 def _start(sender=None, **_kwargs) -> None:
-    global _publisher, _tracer
-    from workers.runner import start, start_observability
-
-    hostname = getattr(sender, "hostname", None) or "worker"
-    _publisher = start(hostname, sender)
-    _tracer = start_observability(hostname)
+    global _runtime
+    _runtime = Runtime(celery, getattr(sender, "hostname", None) or "worker")
+    _runtime.start(sender)
 
 
 @signals.worker_shutdown.connect
 def _stop(**_kwargs) -> None:
-    if _tracer is not None:
-        _tracer.stop()
-    if _publisher is not None:
-        _publisher.stop()
+    if _runtime is not None:
+        _runtime.stop()

@@ -20,9 +20,9 @@ from pathlib import Path
 import ctranslate2
 import sentencepiece as spm
 
-from app.exceptions import PermanentTranslationError
-from app.registry import ModelDir, scan
-from workers.batcher import Batcher, Request
+from stapel.exceptions import PermanentTranslationError
+from stapel.model_dirs import ModelDir, scan
+from workers.batcher import Batcher, Submission
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,9 @@ def pick_parallel(device: str, threads: int, parallel: int) -> tuple[int, int]:
     """Return (batches translated at once, threads per batch) for CTranslate2.
 
     On CPU the default is one batch per thread (`inter_threads` = threads, one intra-op
-    thread each): on the benchmark model that ran 1.3x faster than one batch on all
-    threads, and a thread that the rest of the process preempts delays only its own
-    batch instead of stalling its partners at every step (docs/performance.md). On a
+    thread each): faster than one batch on all threads, and a thread that the rest of
+    the process preempts delays only its own batch instead of stalling its partners at
+    every step (docs/performance.md has the figures). On a
     GPU the default is one batch at a time.
     """
     if device != "cpu":
@@ -107,13 +107,17 @@ class Engine:
         self.device = pick_device(device)
         self.compute_type = pick_compute_type(self.device, compute_type)
         self.threads = threads or (os.cpu_count() or 1)
-        self.parallel, self.intra_threads = pick_parallel(self.device, self.threads,
-                                                          parallel_batches)
+        self.parallel, self.intra_threads = pick_parallel(
+            self.device, self.threads, parallel_batches
+        )
         self.max_loaded = max(1, max_loaded)
         self.batch_tokens = batch_tokens
         self.batch_wait_s = batch_wait_s
-        self.options = {"beam_size": beam_size, "max_decoding_length": max_decoding_length,
-                        "min_decoding_length": min_decoding_length}
+        self.options = {
+            "beam_size": beam_size,
+            "max_decoding_length": max_decoding_length,
+            "min_decoding_length": min_decoding_length,
+        }
         self.on_load, self.on_evict = on_load, on_evict
         self._loaded: OrderedDict[str, LoadedModel] = OrderedDict()
         self._lock = threading.Lock()
@@ -159,35 +163,54 @@ class Engine:
         if self.device == "cpu" and compute_type == "int8_float16":
             compute_type = "int8"
         translator = ctranslate2.Translator(
-            str(found.path), device=self.device, compute_type=compute_type,
-            inter_threads=self.parallel, intra_threads=self.intra_threads,
+            str(found.path),
+            device=self.device,
+            compute_type=compute_type,
+            inter_threads=self.parallel,
+            intra_threads=self.intra_threads,
         )
         log.info(
             "model loaded pair=%s device=%s compute_type=%s parallel_batches=%d "
-            "threads_per_batch=%d", found.pair, self.device, compute_type, self.parallel,
+            "threads_per_batch=%d",
+            found.pair,
+            self.device,
+            compute_type,
+            self.parallel,
             self.intra_threads,
         )
         source = spm.SentencePieceProcessor(model_file=str(found.path / "source.spm"))
         target = spm.SentencePieceProcessor(model_file=str(found.path / "target.spm"))
         batcher = Batcher(
-            translator, source, target, budget=self.batch_tokens, wait_s=self.batch_wait_s,
-            options=self.options, suffix=source_suffix(found.path), name=found.pair,
+            translator,
+            source,
+            target,
+            budget=self.batch_tokens,
+            wait_s=self.batch_wait_s,
+            options=self.options,
+            suffix=source_suffix(found.path),
+            name=found.pair,
             parallel=self.parallel,
         )
         return LoadedModel(found.pair, translator, source, target, batcher)
 
     def translate_batches(
-        self, pair: str, items: Iterable[tuple[int, str]], *, priority: int = 5,
-        job_id: str | None = None, tick_s: float | None = None,
-    ) -> Request:
+        self,
+        pair: str,
+        items: Iterable[tuple[int, str]],
+        *,
+        priority: int = 5,
+        job_id: str | None = None,
+        tick_s: float | None = None,
+    ) -> Submission:
         """Return an iterable of lists of (index, translation), batch by batch.
 
         The model's batcher may merge these segments with other callers' into shared
         batches. Empty and whitespace-only segments come back unchanged. With tick_s, an
         empty list comes every tick_s seconds that nothing arrives (for heartbeats).
         """
-        return self.model(pair).batcher.submit(list(items), priority=priority,
-                                               job_id=job_id, tick_s=tick_s)
+        return self.model(pair).batcher.submit(
+            list(items), priority=priority, job_id=job_id, tick_s=tick_s
+        )
 
     def translate(self, pair: str, texts: list[str]) -> list[str]:
         """Translate texts and return them in the same order."""

@@ -4,8 +4,8 @@ When Redis goes away, Celery restores the unacknowledged messages of the old
 connection and closes it. A task that was running then finishes later and acks on
 that closed channel; kombu's Redis transport raises AttributeError there (its client
 is gone), not a connection error, and raised inside the worker's event loop it stops
-the consumer and with it the worker (seen in CI after a Redis restart: the worker shut
-down with its jobs unfinished). The message is back in its queue (or was lost with the Redis,
+the consumer and with it the worker (docs/reliability.md tells how it was found). The
+message is back in its queue (or was lost with the Redis,
 and the watchdog resends its chunk), and the chunk's claim makes a second delivery a
 no-op, so the ack can go. Celery still logs it as "Couldn't ack".
 """

@@ -1,19 +1,8 @@
-"""The HTTP API: /v1 (authenticated by API key) and the health probes."""
+"""The HTTP API: the blueprints, with their routes registered by importing the modules."""
 
 from __future__ import annotations
 
-from flask import Blueprint, g, request
+from app.api import jobs, meta
+from app.api.blueprints import health, v1
 
-from app.auth import tenant_for_header
-from app.web import db_session
-
-v1 = Blueprint("v1", __name__, url_prefix="/v1")
-health = Blueprint("health", __name__)
-
-
-@v1.before_request
-def _authenticate() -> None:
-    g.tenant_id = tenant_for_header(db_session(), request.headers.get("Authorization"))
-
-
-from app.api import jobs, meta  # noqa: E402,F401  (routes register on import)
+__all__ = ["health", "jobs", "meta", "v1"]

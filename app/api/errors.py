@@ -10,7 +10,7 @@ from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
-from app.exceptions import StapelError
+from stapel.exceptions import StapelError
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,9 @@ def register(app: Flask) -> None:
 
     @app.errorhandler(StapelError)
     def _stapel(exc: StapelError):
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else getattr(
-            exc, "headers", None)
+        headers = (
+            {"WWW-Authenticate": "Bearer"} if exc.status == 401 else getattr(exc, "headers", None)
+        )
         return error_response(exc.status, exc.code, exc.message, headers)
 
     @app.errorhandler(RateLimitExceeded)
@@ -42,7 +43,8 @@ def register(app: Flask) -> None:
 
         wait = retry_after()
         return error_response(
-            429, "rate_limited",
+            429,
+            "rate_limited",
             f"rate limit of {exc.description} for this API key exceeded; retry in {wait} s",
             {"Retry-After": str(wait)},
         )
@@ -57,7 +59,9 @@ def register(app: Flask) -> None:
     def _db(exc: OperationalError | InterfaceError):
         log.warning("database unavailable error=%s", type(exc.orig).__name__)
         return error_response(
-            503, "database_unavailable", "the database is unreachable; retry later",
+            503,
+            "database_unavailable",
+            "the database is unreachable; retry later",
             {"Retry-After": str(RETRY_AFTER_S)},
         )
 
@@ -65,7 +69,9 @@ def register(app: Flask) -> None:
     def _redis(exc: redis.RedisError):
         log.warning("redis unavailable error=%s", type(exc).__name__)
         return error_response(
-            503, "broker_unavailable", "the queue is unreachable; retry later",
+            503,
+            "broker_unavailable",
+            "the queue is unreachable; retry later",
             {"Retry-After": str(RETRY_AFTER_S)},
         )
 

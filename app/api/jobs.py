@@ -6,20 +6,20 @@ import base64
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime
 
 from flask import Response, g, jsonify, request, stream_with_context, url_for
-from sqlalchemy.exc import InterfaceError, OperationalError
 
-from app import jobs, quotas
-from app.api import v1
+from app.api.blueprints import v1
 from app.api.parsing import Limits, idempotency_key, parse_json, parse_upload
-from app.broker import route_to_loaded, send_callback, send_chunks
-from app.exceptions import ValidationError
-from app.models import JOB_STATES, Job
-from app.registry import scan
 from app.web import db_session, stapel
+from stapel import jobs, quotas
+from stapel.broker import send_callback
+from stapel.exceptions import ValidationError
+from stapel.model_dirs import scan
+from stapel.states import CallbackStatus, Status
+from stapel.submit import submit
+from stapel.tables import Job
 
 log = logging.getLogger(__name__)
 
@@ -83,47 +83,14 @@ def create_job():
         raise ValidationError(
             "send application/json or multipart/form-data", code="unsupported_media_type"
         )
-    session = db_session()
-    s = ext.settings
-    replay = jobs.by_idempotency_key(session, g.tenant_id, key) if key else None
-    if replay is not None:
-        job, created, flying = replay, False, 0
-    else:
-        with quotas.admit(ext.redis, session, g.tenant_id, spec.segments_total,
-                          segments_limit=s.quota_segments_per_day,
-                          jobs_limit=s.quota_jobs_in_flight) as flying:
-            job, created = jobs.create_job(
-                session, g.tenant_id, spec,
-                gpu_threshold=s.gpu_threshold, chunk_segments=s.chunk_segments,
-            )
-        if not created:
-            quotas.refund(ext.redis, g.tenant_id, spec.segments_total)
-    payload = job_json(job)  # before dispatching: a rollback there expires the row
-    if created:
-        _dispatch(ext, session, job, quotas.fair_priority(job.priority, flying,
-                                                          s.fair_share_step))
+    submitted = submit(
+        db_session(), ext.redis, ext.celery, ext.served.get(), ext.settings, g.tenant_id, spec
+    )
+    payload = job_json(submitted.job)
     response = jsonify(payload)
-    response.status_code = 202 if created else 200
+    response.status_code = 202 if submitted.created else 200
     response.headers["Location"] = payload["links"]["self"]
     return response
-
-
-def _dispatch(ext, session, job: Job, priority: int) -> None:
-    """Send a stored job's chunks; a failure here is the watchdog's to repair, not a 503.
-
-    The job is committed, so the client must hear 202: answering an error would make it
-    submit (and pay for) the same job again. The messages carry the fair-share priority
-    (app.quotas); the row keeps the requested one.
-    """
-    job_id, pair = job.id, job.pair
-    try:
-        messages = [replace(m, priority=priority) for m in jobs.chunk_messages(session, job_id)]
-        messages = route_to_loaded(messages, pair, ext.served_queues())
-        jobs.mark_sent(session, send_chunks(ext.celery, messages))
-    except (OperationalError, InterfaceError) as exc:
-        session.rollback()
-        log.warning("job stored but not marked sent logid=%s error=%s; the watchdog "
-                    "will send it", job_id, type(exc).__name__)
 
 
 @v1.get("/jobs/<job_id>")
@@ -137,7 +104,7 @@ def cancel_job(job_id: str):
     """Cancel a queued or running job; 409 if it already ended."""
     session = db_session()
     job = jobs.cancel_job(session, g.tenant_id, job_id)
-    if job.callback_status == "pending":
+    if job.callback_status == CallbackStatus.PENDING:
         send_callback(stapel().celery, job.id)
     return jsonify(job_json(job))
 
@@ -160,17 +127,17 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
 def list_jobs():
     """List the tenant's jobs, newest first; `status`, `limit` and `cursor` narrow it."""
     status = request.args.get("status")
-    if status is not None and status not in JOB_STATES:
-        raise ValidationError(f"status must be one of {', '.join(JOB_STATES)}",
-                              code="invalid_status")
+    if status is not None and status not in tuple(Status):
+        raise ValidationError(f"status must be one of {', '.join(Status)}", code="invalid_status")
     max_limit = stapel().settings.page_size_max
     try:
         limit = int(request.args.get("limit", 20))
     except ValueError:
         limit = -1
     if not 1 <= limit <= max_limit:
-        raise ValidationError(f"limit must be an integer from 1 to {max_limit}",
-                              code="invalid_limit")
+        raise ValidationError(
+            f"limit must be an integer from 1 to {max_limit}", code="invalid_limit"
+        )
     cursor = request.args.get("cursor")
     before = _decode_cursor(cursor) if cursor else None
     page = jobs.list_jobs(db_session(), g.tenant_id, status=status, limit=limit, before=before)
@@ -186,7 +153,7 @@ def get_result(job_id: str):
     fmt = request.args.get("format", "json")
     if fmt not in ("json", "txt"):
         raise ValidationError("format must be json or txt", code="invalid_format")
-    complete = job.status == "succeeded"
+    complete = job.status == Status.SUCCEEDED
     headers = {"X-Stapel-Complete": "true" if complete else "false"}
     if fmt == "txt":
         if job.documents_total != 1:
@@ -194,10 +161,14 @@ def get_result(job_id: str):
                 "format=txt needs a single-document job; use JSON for several documents",
                 code="invalid_format",
             )
-        return Response(stream_with_context(_txt(session, job)),
-                        mimetype="text/plain", headers=headers)
-    return Response(stream_with_context(_json(session, job, complete)),
-                    mimetype="application/json", headers=headers)
+        return Response(
+            stream_with_context(_txt(session, job)), mimetype="text/plain", headers=headers
+        )
+    return Response(
+        stream_with_context(_json(session, job, complete)),
+        mimetype="application/json",
+        headers=headers,
+    )
 
 
 def _txt(session, job: Job) -> Iterator[str]:
@@ -207,8 +178,13 @@ def _txt(session, job: Job) -> Iterator[str]:
 
 
 def _json(session, job: Job, complete: bool) -> Iterator[str]:
-    head = {"id": job.id, "status": job.status, "complete": complete,
-            "segments_total": job.segments_total, "segments_done": job.segments_done}
+    head = {
+        "id": job.id,
+        "status": job.status,
+        "complete": complete,
+        "segments_total": job.segments_total,
+        "segments_done": job.segments_done,
+    }
     yield json.dumps(head)[:-1] + ', "documents": ['
     for d, (name, segments) in enumerate(jobs.iter_result(session, job)):
         yield ("," if d else "") + '{"id": ' + json.dumps(name) + ', "segments": ['
@@ -223,6 +199,12 @@ def get_usage():
     """Return the tenant's quota use: segments today and jobs in flight, with limits."""
     ext = stapel()
     s = ext.settings
-    return jsonify(quotas.usage(ext.redis, db_session(), g.tenant_id,
-                                segments_limit=s.quota_segments_per_day,
-                                jobs_limit=s.quota_jobs_in_flight).as_json())
+    return jsonify(
+        quotas.usage(
+            ext.redis,
+            db_session(),
+            g.tenant_id,
+            segments_limit=s.quota_segments_per_day,
+            jobs_limit=s.quota_jobs_in_flight,
+        ).as_json()
+    )

@@ -9,11 +9,11 @@ from flask import Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from app.api import health, v1
+from app.api.blueprints import health, v1
 from app.api.errors import RETRY_AFTER_S
-from app.exceptions import Unauthorized
-from app.registry import scan
 from app.web import db_session, stapel
+from stapel.exceptions import Unauthorized
+from stapel.model_dirs import scan
 
 
 @v1.get("/languages")
@@ -66,6 +66,7 @@ def metrics():
     if token:
         scheme, _, given = (request.headers.get("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(
-                given.strip().encode(), token.encode()):
+            given.strip().encode(), token.encode()
+        ):
             raise Unauthorized("/metrics needs 'Authorization: Bearer <STAPEL_METRICS_TOKEN>'")
     return Response(generate_latest(stapel().metrics), mimetype=CONTENT_TYPE_LATEST)

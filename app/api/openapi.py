@@ -11,15 +11,33 @@ import json
 
 from flask import Blueprint, Response, jsonify
 
+from stapel.states import Status
+
 docs = Blueprint("docs", __name__)
 
 ERROR_CODES = {
-    400: ["invalid_json", "invalid_type", "missing_field", "unknown_field", "invalid_request",
-          "no_segments", "segment_too_long", "invalid_text", "invalid_priority",
-          "invalid_callback_url", "metadata_too_large", "unknown_language_pair",
-          "unsupported_file_type", "invalid_encoding", "unsupported_media_type",
-          "invalid_idempotency_key", "invalid_status", "invalid_limit", "invalid_cursor",
-          "invalid_format"],
+    400: [
+        "invalid_json",
+        "invalid_type",
+        "missing_field",
+        "unknown_field",
+        "invalid_request",
+        "no_segments",
+        "segment_too_long",
+        "invalid_text",
+        "invalid_priority",
+        "invalid_callback_url",
+        "metadata_too_large",
+        "unknown_language_pair",
+        "unsupported_file_type",
+        "invalid_encoding",
+        "unsupported_media_type",
+        "invalid_idempotency_key",
+        "invalid_status",
+        "invalid_limit",
+        "invalid_cursor",
+        "invalid_format",
+    ],
     401: ["unauthorized"],
     404: ["not_found"],
     405: ["method_not_allowed"],
@@ -31,68 +49,135 @@ ERROR_CODES = {
 }
 """Status -> the `error.code` values it carries (the README's error table)."""
 
-_WHEN = {400: "Bad input; nothing is stored", 401: "Missing, malformed, unknown or revoked key",
-         404: "Unknown job, or another tenant's", 405: "Method not allowed",
-         409: "The job already ended", 413: "Body, segments or documents over the limits",
-         429: "Rate limit of the key or quota of the tenant used up (see Retry-After)",
-         500: "Unexpected error", 503: "Database or queue unreachable (see Retry-After)"}
+_WHEN = {
+    400: "Bad input; nothing is stored",
+    401: "Missing, malformed, unknown or revoked key",
+    404: "Unknown job, or another tenant's",
+    405: "Method not allowed",
+    409: "The job already ended",
+    413: "Body, segments or documents over the limits",
+    429: "Rate limit of the key or quota of the tenant used up (see Retry-After)",
+    500: "Unexpected error",
+    503: "Database or queue unreachable (see Retry-After)",
+}
 
-JOB = {"type": "object", "properties": {
-    "id": {"type": "string", "format": "uuid"},
-    "status": {"type": "string", "enum": ["queued", "running", "succeeded", "failed",
-                                          "cancelled"]},
-    "pool": {"type": "string", "enum": ["cpu", "gpu"]},
-    "source_lang": {"type": "string"}, "target_lang": {"type": "string"},
-    "priority": {"type": "integer", "minimum": 0, "maximum": 9},
-    "documents_total": {"type": "integer"}, "segments_total": {"type": "integer"},
-    "segments_done": {"type": "integer"}, "attempts": {"type": "integer"},
-    "error": {"type": "string", "nullable": True},
-    "metadata": {"type": "object", "nullable": True},
-    "callback_url": {"type": "string", "nullable": True},
-    "created_at": {"type": "string", "format": "date-time"},
-    "started_at": {"type": "string", "format": "date-time", "nullable": True},
-    "finished_at": {"type": "string", "format": "date-time", "nullable": True},
-    "links": {"type": "object", "properties": {k: {"type": "string"}
-                                               for k in ("self", "result", "cancel")}},
-}}
-JOB_REQUEST = {"type": "object", "required": ["source_lang", "target_lang"], "properties": {
-    "source_lang": {"type": "string", "example": "en"},
-    "target_lang": {"type": "string", "example": "de"},
-    "segments": {"type": "array", "items": {"type": "string"},
-                 "description": "One document; give this or documents"},
-    "documents": {"type": "array", "items": {"type": "object", "required": ["segments"],
-                  "properties": {"id": {"type": "string"},
-                                 "segments": {"type": "array", "items": {"type": "string"}}}}},
-    "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 5,
-                 "description": "9 is the most urgent"},
-    "callback_url": {"type": "string", "format": "uri"},
-    "metadata": {"type": "object", "description": "At most STAPEL_MAX_METADATA_BYTES"},
-}}
-UPLOAD = {"type": "object", "required": ["source_lang", "target_lang", "files"], "properties": {
-    "source_lang": {"type": "string"}, "target_lang": {"type": "string"},
-    "priority": {"type": "integer"}, "callback_url": {"type": "string"},
-    "metadata": {"type": "string", "description": "A JSON object as text"},
-    "files": {"type": "array", "items": {"type": "string", "format": "binary"},
-              "description": ".txt files, UTF-8, one segment per line"},
-}}
-RESULT = {"type": "object", "properties": {
-    "id": {"type": "string"}, "status": {"type": "string"}, "complete": {"type": "boolean"},
-    "segments_total": {"type": "integer"}, "segments_done": {"type": "integer"},
-    "documents": {"type": "array", "items": {"type": "object", "properties": {
-        "id": {"type": "string", "nullable": True},
-        "segments": {"type": "array", "items": {"type": "string", "nullable": True}}}}},
-}}
-USAGE = {"type": "object", "required": [
-    "segments_today", "segments_limit", "segments_reset_at", "jobs_in_flight",
-    "jobs_in_flight_limit"], "properties": {
-    "segments_today": {"type": "integer", "minimum": 0},
-    "segments_limit": {"type": "integer", "nullable": True},
-    "segments_reset_at": {"type": "string", "format": "date-time"},
-    "jobs_in_flight": {"type": "integer", "minimum": 0},
-    "jobs_in_flight_limit": {"type": "integer", "nullable": True},
-}}
-JOB_ID = {"name": "job_id", "in": "path", "required": True,
-          "schema": {"type": "string", "format": "uuid"}}
+JOB = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "status": {"type": "string", "enum": [str(s) for s in Status]},
+        "pool": {"type": "string", "enum": ["cpu", "gpu"]},
+        "source_lang": {"type": "string"},
+        "target_lang": {"type": "string"},
+        "priority": {"type": "integer", "minimum": 0, "maximum": 9},
+        "documents_total": {"type": "integer"},
+        "segments_total": {"type": "integer"},
+        "segments_done": {"type": "integer"},
+        "attempts": {"type": "integer"},
+        "error": {"type": "string", "nullable": True},
+        "metadata": {"type": "object", "nullable": True},
+        "callback_url": {"type": "string", "nullable": True},
+        "created_at": {"type": "string", "format": "date-time"},
+        "started_at": {"type": "string", "format": "date-time", "nullable": True},
+        "finished_at": {"type": "string", "format": "date-time", "nullable": True},
+        "links": {
+            "type": "object",
+            "properties": {k: {"type": "string"} for k in ("self", "result", "cancel")},
+        },
+    },
+}
+JOB_REQUEST = {
+    "type": "object",
+    "required": ["source_lang", "target_lang"],
+    "properties": {
+        "source_lang": {"type": "string", "example": "en"},
+        "target_lang": {"type": "string", "example": "de"},
+        "segments": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "One document; give this or documents",
+        },
+        "documents": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["segments"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "segments": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+        "priority": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 9,
+            "default": 5,
+            "description": "9 is the most urgent",
+        },
+        "callback_url": {"type": "string", "format": "uri"},
+        "metadata": {"type": "object", "description": "At most STAPEL_MAX_METADATA_BYTES"},
+    },
+}
+UPLOAD = {
+    "type": "object",
+    "required": ["source_lang", "target_lang", "files"],
+    "properties": {
+        "source_lang": {"type": "string"},
+        "target_lang": {"type": "string"},
+        "priority": {"type": "integer"},
+        "callback_url": {"type": "string"},
+        "metadata": {"type": "string", "description": "A JSON object as text"},
+        "files": {
+            "type": "array",
+            "items": {"type": "string", "format": "binary"},
+            "description": ".txt files, UTF-8, one segment per line",
+        },
+    },
+}
+RESULT = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "status": {"type": "string"},
+        "complete": {"type": "boolean"},
+        "segments_total": {"type": "integer"},
+        "segments_done": {"type": "integer"},
+        "documents": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "nullable": True},
+                    "segments": {"type": "array", "items": {"type": "string", "nullable": True}},
+                },
+            },
+        },
+    },
+}
+USAGE = {
+    "type": "object",
+    "required": [
+        "segments_today",
+        "segments_limit",
+        "segments_reset_at",
+        "jobs_in_flight",
+        "jobs_in_flight_limit",
+    ],
+    "properties": {
+        "segments_today": {"type": "integer", "minimum": 0},
+        "segments_limit": {"type": "integer", "nullable": True},
+        "segments_reset_at": {"type": "string", "format": "date-time"},
+        "jobs_in_flight": {"type": "integer", "minimum": 0},
+        "jobs_in_flight_limit": {"type": "integer", "nullable": True},
+    },
+}
+JOB_ID = {
+    "name": "job_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "format": "uuid"},
+}
 
 
 def _json(schema: dict | str, description: str) -> dict:
@@ -101,10 +186,13 @@ def _json(schema: dict | str, description: str) -> dict:
 
 
 def _errors(*statuses: int) -> dict:
-    return {str(s): {"description": f"{_WHEN[s]}. Codes: {', '.join(ERROR_CODES[s])}",
-                     "content": {"application/json": {
-                         "schema": {"$ref": "#/components/schemas/Error"}}}}
-            for s in statuses}
+    return {
+        str(s): {
+            "description": f"{_WHEN[s]}. Codes: {', '.join(ERROR_CODES[s])}",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+        for s in statuses
+    }
 
 
 def _op(summary: str, responses: dict, *, auth: bool = True, **extra) -> dict:
@@ -121,19 +209,35 @@ def document() -> dict:
     text = {"description": "Plain text", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return {
         "openapi": "3.0.3",
-        "info": {"title": "Stapel", "version": "1",
-                 "description": "Batch machine translation. Every /v1 request but this "
-                                "document carries `Authorization: Bearer <key>`. Errors are "
-                                '`{"error": {"code", "message"}}`; any request may also '
-                                "answer 405 (method_not_allowed) or 500 (internal_error)."},
+        "info": {
+            "title": "Stapel",
+            "version": "1",
+            "description": "Batch machine translation. Every /v1 request but this "
+            "document carries `Authorization: Bearer <key>`. Errors are "
+            '`{"error": {"code", "message"}}`; any request may also '
+            "answer 405 (method_not_allowed) or 500 (internal_error).",
+        },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
-                "Job": JOB, "JobRequest": JOB_REQUEST, "Upload": UPLOAD, "Result": RESULT,
+                "Job": JOB,
+                "JobRequest": JOB_REQUEST,
+                "Upload": UPLOAD,
+                "Result": RESULT,
                 "Usage": USAGE,
-                "Error": {"type": "object", "properties": {"error": {
-                    "type": "object", "required": ["code", "message"],
-                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+                "Error": {
+                    "type": "object",
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "required": ["code", "message"],
+                            "properties": {
+                                "code": {"type": "string"},
+                                "message": {"type": "string"},
+                            },
+                        }
+                    },
+                },
             },
         },
         "security": [{"bearer": []}],
@@ -141,66 +245,173 @@ def document() -> dict:
             "/v1/jobs": {
                 "post": _op(
                     "Submit a job (JSON segments/documents, or uploaded .txt files)",
-                    {"202": _json("Job", "Created; Location names the job"),
-                     "200": _json("Job", "Same Idempotency-Key as an earlier job: that job"),
-                     **_errors(400, 413)},
-                    parameters=[{"name": "Idempotency-Key", "in": "header",
-                                 "schema": {"type": "string", "maxLength": 200}}],
-                    requestBody={"required": True, "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/JobRequest"}},
-                        "multipart/form-data": {"schema": {"$ref": "#/components/schemas/Upload"}},
-                    }}),
+                    {
+                        "202": _json("Job", "Created; Location names the job"),
+                        "200": _json("Job", "Same Idempotency-Key as an earlier job: that job"),
+                        **_errors(400, 413),
+                    },
+                    parameters=[
+                        {
+                            "name": "Idempotency-Key",
+                            "in": "header",
+                            "schema": {"type": "string", "maxLength": 200},
+                        }
+                    ],
+                    requestBody={
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {"$ref": "#/components/schemas/JobRequest"}
+                            },
+                            "multipart/form-data": {
+                                "schema": {"$ref": "#/components/schemas/Upload"}
+                            },
+                        },
+                    },
+                ),
                 "get": _op(
                     "List the tenant's jobs, newest first",
-                    {"200": _json({"type": "object", "properties": {
-                        "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
-                        "next_cursor": {"type": "string", "nullable": True}}}, "A page of jobs"),
-                     **_errors(400)},
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "jobs": {
+                                        "type": "array",
+                                        "items": {"$ref": "#/components/schemas/Job"},
+                                    },
+                                    "next_cursor": {"type": "string", "nullable": True},
+                                },
+                            },
+                            "A page of jobs",
+                        ),
+                        **_errors(400),
+                    },
                     parameters=[
                         {"name": "status", "in": "query", "schema": JOB["properties"]["status"]},
-                        {"name": "limit", "in": "query",
-                         "schema": {"type": "integer", "minimum": 1, "maximum": 100,
-                                    "default": 20}},
-                        {"name": "cursor", "in": "query", "schema": {"type": "string"}}]),
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "schema": {
+                                "type": "integer",
+                                "minimum": 1,
+                                "maximum": 100,
+                                "default": 20,
+                            },
+                        },
+                        {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                    ],
+                ),
             },
-            "/v1/jobs/{job_id}": {"get": _op(
-                "A job's status and progress", {"200": _json("Job", "The job"), **_errors(404)},
-                parameters=[JOB_ID])},
-            "/v1/jobs/{job_id}/result": {"get": _op(
-                "The translated documents; partial (complete: false) while the job runs",
-                {"200": {**_json("Result", "Documents in order (X-Stapel-Complete header)"),
-                         "content": {"application/json": {"schema": {
-                             "$ref": "#/components/schemas/Result"}},
-                             "text/plain": text["content"]["text/plain"]}},
-                 **_errors(400, 404)},
-                parameters=[JOB_ID, {"name": "format", "in": "query",
-                                     "schema": {"type": "string", "enum": ["json", "txt"]}}])},
-            "/v1/jobs/{job_id}/cancel": {"post": _op(
-                "Cancel a queued or running job",
-                {"200": _json("Job", "The cancelled job"), **_errors(404, 409)},
-                parameters=[JOB_ID])},
-            "/v1/usage": {"get": _op(
-                "The tenant's quota use: segments today, jobs in flight, limits, reset time",
-                {"200": _json("Usage", "Usage now; a null limit means none")})},
-            "/v1/languages": {"get": _op("The language pairs the models offer", {
-                "200": _json({"type": "object", "properties": {"pairs": {
-                    "type": "array", "items": {"type": "object", "properties": {
-                        k: {"type": "string"} for k in ("source", "target", "pair")}}}}},
-                    "Available pairs")})},
-            "/v1/openapi.json": {"get": _op("This document", {
-                "200": _json({"type": "object"}, "OpenAPI 3 document")}, auth=False)},
-            "/docs": {"get": _op("This document as a page", {
-                "200": {"description": "HTML", "content": {"text/html": {}}}}, auth=False)},
-            "/healthz": {"get": _op("200 while the process lives", {
-                "200": _json({"type": "object"}, "Alive")}, auth=False)},
-            "/readyz": {"get": _op("200 when the database and Redis answer", {
-                "200": _json({"type": "object"}, "Ready"),
-                "503": _json({"type": "object"}, "Not ready; checks name what is down")},
-                auth=False)},
-            "/metrics": {"get": _op(
-                "Prometheus metrics (stapel_*); with STAPEL_METRICS_TOKEN set, only "
-                "`Authorization: Bearer <that token>` (API keys do not work here)",
-                {"200": text, **_errors(401)}, auth=False)},
+            "/v1/jobs/{job_id}": {
+                "get": _op(
+                    "A job's status and progress",
+                    {"200": _json("Job", "The job"), **_errors(404)},
+                    parameters=[JOB_ID],
+                )
+            },
+            "/v1/jobs/{job_id}/result": {
+                "get": _op(
+                    "The translated documents; partial (complete: false) while the job runs",
+                    {
+                        "200": {
+                            **_json("Result", "Documents in order (X-Stapel-Complete header)"),
+                            "content": {
+                                "application/json": {
+                                    "schema": {"$ref": "#/components/schemas/Result"}
+                                },
+                                "text/plain": text["content"]["text/plain"],
+                            },
+                        },
+                        **_errors(400, 404),
+                    },
+                    parameters=[
+                        JOB_ID,
+                        {
+                            "name": "format",
+                            "in": "query",
+                            "schema": {"type": "string", "enum": ["json", "txt"]},
+                        },
+                    ],
+                )
+            },
+            "/v1/jobs/{job_id}/cancel": {
+                "post": _op(
+                    "Cancel a queued or running job",
+                    {"200": _json("Job", "The cancelled job"), **_errors(404, 409)},
+                    parameters=[JOB_ID],
+                )
+            },
+            "/v1/usage": {
+                "get": _op(
+                    "The tenant's quota use: segments today, jobs in flight, limits, reset time",
+                    {"200": _json("Usage", "Usage now; a null limit means none")},
+                )
+            },
+            "/v1/languages": {
+                "get": _op(
+                    "The language pairs the models offer",
+                    {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "pairs": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "properties": {
+                                                k: {"type": "string"}
+                                                for k in ("source", "target", "pair")
+                                            },
+                                        },
+                                    }
+                                },
+                            },
+                            "Available pairs",
+                        )
+                    },
+                )
+            },
+            "/v1/openapi.json": {
+                "get": _op(
+                    "This document",
+                    {"200": _json({"type": "object"}, "OpenAPI 3 document")},
+                    auth=False,
+                )
+            },
+            "/docs": {
+                "get": _op(
+                    "This document as a page",
+                    {"200": {"description": "HTML", "content": {"text/html": {}}}},
+                    auth=False,
+                )
+            },
+            "/healthz": {
+                "get": _op(
+                    "200 while the process lives",
+                    {"200": _json({"type": "object"}, "Alive")},
+                    auth=False,
+                )
+            },
+            "/readyz": {
+                "get": _op(
+                    "200 when the database and Redis answer",
+                    {
+                        "200": _json({"type": "object"}, "Ready"),
+                        "503": _json({"type": "object"}, "Not ready; checks name what is down"),
+                    },
+                    auth=False,
+                )
+            },
+            "/metrics": {
+                "get": _op(
+                    "Prometheus metrics (stapel_*); with STAPEL_METRICS_TOKEN set, only "
+                    "`Authorization: Bearer <that token>` (API keys do not work here)",
+                    {"200": text, **_errors(401)},
+                    auth=False,
+                )
+            },
         },
     }
 
@@ -220,35 +431,45 @@ def docs_page():
 def render_html(doc: dict) -> str:
     """Render the document as HTML with no external resources."""
     esc = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(doc['info']['title'])}"
-             " API</title><style>body{font:15px/1.4 system-ui,sans-serif;max-width:60em;"
-             "margin:2em auto;padding:0 1em}h2{font-family:monospace;border-top:1px solid #ccc;"
-             "padding-top:1em}.m{display:inline-block;min-width:4em;font-weight:bold}"
-             "pre{background:#f5f5f5;padding:.5em;overflow:auto;font-size:13px}"
-             "td{vertical-align:top;padding:2px 8px}</style></head><body>",
-             f"<h1>{esc(doc['info']['title'])} API</h1><p>{esc(doc['info']['description'])}</p>",
-             "<p>Machine-readable: <a href='/v1/openapi.json'>/v1/openapi.json</a></p>"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(doc['info']['title'])}"
+        " API</title><style>body{font:15px/1.4 system-ui,sans-serif;max-width:60em;"
+        "margin:2em auto;padding:0 1em}h2{font-family:monospace;border-top:1px solid #ccc;"
+        "padding-top:1em}.m{display:inline-block;min-width:4em;font-weight:bold}"
+        "pre{background:#f5f5f5;padding:.5em;overflow:auto;font-size:13px}"
+        "td{vertical-align:top;padding:2px 8px}</style></head><body>",
+        f"<h1>{esc(doc['info']['title'])} API</h1><p>{esc(doc['info']['description'])}</p>",
+        "<p>Machine-readable: <a href='/v1/openapi.json'>/v1/openapi.json</a></p>",
+    ]
     for path, ops in doc["paths"].items():
         for method, op in ops.items():
-            parts.append(f"<h2 id='{esc(method + path)}'><span class='m'>{method.upper()}</span>"
-                         f"{esc(path)}</h2><p>{esc(op['summary'])}"
-                         f"{'' if op.get('security') == [] else ' (needs a key)'}</p>")
+            parts.append(
+                f"<h2 id='{esc(method + path)}'><span class='m'>{method.upper()}</span>"
+                f"{esc(path)}</h2><p>{esc(op['summary'])}"
+                f"{'' if op.get('security') == [] else ' (needs a key)'}</p>"
+            )
             params = op.get("parameters", [])
             if params:
                 parts.append("<table><tr><th>parameter</th><th>in</th><th>schema</th></tr>")
-                parts += [f"<tr><td>{esc(p['name'])}</td><td>{esc(p['in'])}</td><td><code>"
-                          f"{esc(json.dumps(p.get('schema', {})))}</code></td></tr>"
-                          for p in params]
+                parts += [
+                    f"<tr><td>{esc(p['name'])}</td><td>{esc(p['in'])}</td><td><code>"
+                    f"{esc(json.dumps(p.get('schema', {})))}</code></td></tr>"
+                    for p in params
+                ]
                 parts.append("</table>")
             for kind in op.get("requestBody", {}).get("content", {}):
                 parts.append(f"<p>Body: <code>{esc(kind)}</code></p>")
             parts.append("<table><tr><th>status</th><th>meaning</th></tr>")
-            parts += [f"<tr><td>{esc(status)}</td><td>{esc(r['description'])}</td></tr>"
-                      for status, r in op["responses"].items()]
+            parts += [
+                f"<tr><td>{esc(status)}</td><td>{esc(r['description'])}</td></tr>"
+                for status, r in op["responses"].items()
+            ]
             parts.append("</table>")
     parts.append("<h2>Schemas</h2>")
     for name, schema in doc["components"]["schemas"].items():
-        parts.append(f"<h3 id='schema-{esc(name)}'>{esc(name)}</h3>"
-                     f"<pre>{esc(json.dumps(schema, indent=2))}</pre>")
+        parts.append(
+            f"<h3 id='schema-{esc(name)}'>{esc(name)}</h3>"
+            f"<pre>{esc(json.dumps(schema, indent=2))}</pre>"
+        )
     parts.append("</body></html>")
     return "".join(parts)

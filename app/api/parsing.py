@@ -8,12 +8,19 @@ from urllib.parse import urlsplit
 
 from werkzeug.datastructures import FileStorage, MultiDict
 
-from app.exceptions import TooLarge, UnknownLanguagePair, ValidationError
-from app.jobs import DocumentSpec, JobSpec
-from app.netguard import BlockedDestination, check_literal
+from stapel.exceptions import TooLarge, UnknownLanguagePair, ValidationError
+from stapel.jobs import DocumentSpec, JobSpec
+from stapel.netguard import BlockedDestination, check_literal
 
-JSON_FIELDS = {"source_lang", "target_lang", "segments", "documents", "priority",
-               "callback_url", "metadata"}
+JSON_FIELDS = {
+    "source_lang",
+    "target_lang",
+    "segments",
+    "documents",
+    "priority",
+    "callback_url",
+    "metadata",
+}
 FORM_FIELDS = JSON_FIELDS - {"segments", "documents"}
 MAX_NAME_CHARS = 255
 MAX_URL_CHARS = 2000
@@ -79,8 +86,9 @@ def _documents(value: object, limits: Limits) -> list[DocumentSpec]:
             raise ValidationError(f"{where} must be an object", code="invalid_type")
         unknown = set(doc) - {"id", "segments"}
         if unknown:
-            raise ValidationError(f"{where} has unknown fields: {sorted(unknown)}",
-                                  code="unknown_field")
+            raise ValidationError(
+                f"{where} has unknown fields: {sorted(unknown)}", code="unknown_field"
+            )
         name = doc.get("id")
         if name is not None:
             if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS:
@@ -100,8 +108,10 @@ def _priority(value: object) -> int:
         return PRIORITY_DEFAULT
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not (
-        PRIORITY_MIN <= value <= PRIORITY_MAX
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not (PRIORITY_MIN <= value <= PRIORITY_MAX)
     ):
         raise ValidationError(
             f"priority must be an integer from {PRIORITY_MIN} (least urgent) "
@@ -118,18 +128,21 @@ def _callback_url(value: object, allow_hosts: tuple[str, ...] = ()) -> str | Non
         raise ValidationError("callback_url must be a URL string", code="invalid_callback_url")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError("callback_url must be an http or https URL",
-                              code="invalid_callback_url")
+        raise ValidationError(
+            "callback_url must be an http or https URL", code="invalid_callback_url"
+        )
     if parts.username or parts.password:
-        raise ValidationError("callback_url must not carry credentials",
-                              code="invalid_callback_url")
+        raise ValidationError(
+            "callback_url must not carry credentials", code="invalid_callback_url"
+        )
     _check_storable(value, "callback_url")
     try:
         parts.port  # noqa: B018  (raises on a port that is not a number or out of range)
         check_literal(parts.hostname, allow_hosts)
     except (ValueError, BlockedDestination) as exc:
-        raise ValidationError(f"callback_url is not allowed: {exc}",
-                              code="invalid_callback_url") from None
+        raise ValidationError(
+            f"callback_url is not allowed: {exc}", code="invalid_callback_url"
+        ) from None
     return value
 
 
@@ -154,8 +167,10 @@ def _metadata(value: object, limits: Limits) -> dict | None:
 
 def _lang(value: object, name: str) -> str:
     if not isinstance(value, str) or not value:
-        raise ValidationError(f"{name} is required and must be a language code",
-                              code="missing_field" if value is None else "invalid_type")
+        raise ValidationError(
+            f"{name} is required and must be a language code",
+            code="missing_field" if value is None else "invalid_type",
+        )
     return value
 
 
@@ -171,15 +186,14 @@ def idempotency_key(header: str | None) -> str | None:
     return header
 
 
-def _finish(fields: dict, documents: list[DocumentSpec], pairs: list[str], limits: Limits,
-            key: str | None) -> JobSpec:
+def _finish(
+    fields: dict, documents: list[DocumentSpec], pairs: list[str], limits: Limits, key: str | None
+) -> JobSpec:
     source = _lang(fields.get("source_lang"), "source_lang")
     target = _lang(fields.get("target_lang"), "target_lang")
     if f"{source}-{target}" not in pairs:
         offered = ", ".join(pairs) or "none"
-        raise UnknownLanguagePair(
-            f"no model for {source}-{target}; available pairs: {offered}"
-        )
+        raise UnknownLanguagePair(f"no model for {source}-{target}; available pairs: {offered}")
     spec = JobSpec(
         source_lang=source,
         target_lang=target,
@@ -210,8 +224,10 @@ def parse_json(body: object, pairs: list[str], limits: Limits, key: str | None) 
         raise ValidationError(f"unknown fields: {sorted(unknown)}", code="unknown_field")
     has_segments, has_documents = "segments" in body, "documents" in body
     if has_segments == has_documents:
-        raise ValidationError("give exactly one of 'segments' or 'documents'",
-                              code="missing_field" if not has_segments else "invalid_request")
+        raise ValidationError(
+            "give exactly one of 'segments' or 'documents'",
+            code="missing_field" if not has_segments else "invalid_request",
+        )
     if has_segments:
         documents = [DocumentSpec(None, _segments(body["segments"], "segments", limits))]
     else:
@@ -219,8 +235,9 @@ def parse_json(body: object, pairs: list[str], limits: Limits, key: str | None) 
     return _finish(body, documents, pairs, limits, key)
 
 
-def parse_upload(form: MultiDict, files: MultiDict, pairs: list[str], limits: Limits,
-                 key: str | None) -> JobSpec:
+def parse_upload(
+    form: MultiDict, files: MultiDict, pairs: list[str], limits: Limits, key: str | None
+) -> JobSpec:
     """Validate a multipart upload: one document per .txt file, one segment per line."""
     unknown = set(form) - FORM_FIELDS
     if unknown:
@@ -235,8 +252,10 @@ def parse_upload(form: MultiDict, files: MultiDict, pairs: list[str], limits: Li
     if not uploads:
         raise ValidationError("upload at least one .txt file", code="no_segments")
     if len(uploads) > limits.max_documents:
-        raise TooLarge(f"{len(uploads)} files; the limit per job is {limits.max_documents}",
-                       code="too_many_documents")
+        raise TooLarge(
+            f"{len(uploads)} files; the limit per job is {limits.max_documents}",
+            code="too_many_documents",
+        )
     documents = [_document_from_file(i, f, limits) for i, f in enumerate(uploads)]
     return _finish(fields, documents, pairs, limits, key)
 
@@ -245,8 +264,9 @@ def _document_from_file(i: int, upload: FileStorage, limits: Limits) -> Document
     name = (upload.filename or f"file{i}").replace("\\", "/").rsplit("/", 1)[-1]
     name = name[:MAX_NAME_CHARS] or f"file{i}"
     if not name.lower().endswith(".txt"):
-        raise ValidationError(f"file {name!r}: only .txt files are accepted",
-                              code="unsupported_file_type")
+        raise ValidationError(
+            f"file {name!r}: only .txt files are accepted", code="unsupported_file_type"
+        )
     raw = upload.read()
     try:
         text = raw.decode("utf-8-sig")

@@ -13,8 +13,13 @@ def make_backend(settings: AutoscalerSettings, pool: PoolSettings) -> Backend:
     if settings.backend == "kubernetes":
         from autoscaler.backends.kubernetes import KubernetesBackend, make_api_client
 
-        return KubernetesBackend(make_api_client(settings.api_timeout_s), settings.namespace,
-                                 pool.deployment, pool.name, settings.api_timeout_s)
+        return KubernetesBackend(
+            make_api_client(),
+            settings.namespace,
+            pool.deployment,
+            pool.name,
+            settings.api_timeout_s,
+        )
     if settings.backend == "local":
         from autoscaler.backends.local import LocalBackend
 

@@ -23,8 +23,13 @@ class DryRunBackend:
 
     def scale(self, replicas: int, workers: list[WorkerView]) -> None:
         order = ",".join(w.name for w in removal_order(workers)) or "-"
-        log.info("dry-run would scale pool=%s from=%d to=%d removal_order=%s",
-                 self.pool, self._replicas, replicas, order)
+        log.info(
+            "dry-run would scale pool=%s from=%d to=%d removal_order=%s",
+            self.pool,
+            self._replicas,
+            replicas,
+            order,
+        )
         self._replicas = replicas
 
     def close(self) -> None:

@@ -29,8 +29,11 @@ MERGE_PATCH = "application/merge-patch+json"
 LIVE_PHASES = ("Pending", "Running")
 
 
-def make_api_client(timeout_s: float) -> client.ApiClient:
-    """Return an API client: in-cluster config when in a pod, else the kubeconfig."""
+def make_api_client() -> client.ApiClient:
+    """Return an API client: in-cluster config when in a pod, else the kubeconfig.
+
+    Each call passes its own `_request_timeout` (STAPEL_K8S_TIMEOUT_S).
+    """
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)
@@ -43,8 +46,14 @@ def make_api_client(timeout_s: float) -> client.ApiClient:
 class KubernetesBackend:
     """One pool's Deployment: its scale subresource and the pods it selects."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, deployment: str, pool: str,
-                 timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        deployment: str,
+        pool: str,
+        timeout_s: float = 10.0,
+    ) -> None:
         self.apps, self.core = client.AppsV1Api(api), client.CoreV1Api(api)
         self.namespace, self.deployment, self.pool = namespace, deployment, pool
         self.timeout_s = timeout_s
@@ -59,8 +68,12 @@ class KubernetesBackend:
             raise BackendError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
     def replicas(self) -> int:
-        scale = self._call("read scale", lambda: self.apps.read_namespaced_deployment_scale(
-            self.deployment, self.namespace, _request_timeout=self.timeout_s))
+        scale = self._call(
+            "read scale",
+            lambda: self.apps.read_namespaced_deployment_scale(
+                self.deployment, self.namespace, _request_timeout=self.timeout_s
+            ),
+        )
         if scale.status is not None and scale.status.selector:
             self._selector = scale.status.selector
         return (scale.spec.replicas if scale.spec else 0) or 0
@@ -68,10 +81,17 @@ class KubernetesBackend:
     def _pods(self) -> list:
         if self._selector is None:
             self.replicas()
-        pods = self._call("list pods", lambda: self.core.list_namespaced_pod(
-            self.namespace, label_selector=self._selector, _request_timeout=self.timeout_s))
-        return [p for p in pods.items
-                if p.metadata.deletion_timestamp is None and p.status.phase in LIVE_PHASES]
+        pods = self._call(
+            "list pods",
+            lambda: self.core.list_namespaced_pod(
+                self.namespace, label_selector=self._selector, _request_timeout=self.timeout_s
+            ),
+        )
+        return [
+            p
+            for p in pods.items
+            if p.metadata.deletion_timestamp is None and p.status.phase in LIVE_PHASES
+        ]
 
     def workers(self) -> list[str]:
         return [f"{self.pool}@{p.metadata.name}" for p in self._pods()]
@@ -86,10 +106,16 @@ class KubernetesBackend:
             if (pod.metadata.annotations or {}).get(DELETION_COST) == cost:
                 continue
             body = {"metadata": {"annotations": {DELETION_COST: cost}}}
-            self._call(f"patch pod {name}", lambda name=name, body=body:
-                       self.core.patch_namespaced_pod(name, self.namespace, body,
-                                                      _content_type=MERGE_PATCH,
-                                                      _request_timeout=self.timeout_s))
+            self._call(
+                f"patch pod {name}",
+                lambda name=name, body=body: self.core.patch_namespaced_pod(
+                    name,
+                    self.namespace,
+                    body,
+                    _content_type=MERGE_PATCH,
+                    _request_timeout=self.timeout_s,
+                ),
+            )
             patched += 1
         return patched
 
@@ -99,11 +125,23 @@ class KubernetesBackend:
             patched = self.mark(workers)
             log.info("pods marked for scale-down pool=%s patched=%d", self.pool, patched)
         body = {"spec": {"replicas": replicas}}
-        self._call("patch scale", lambda: self.apps.patch_namespaced_deployment_scale(
-            self.deployment, self.namespace, body, _content_type=MERGE_PATCH,
-            _request_timeout=self.timeout_s))
-        log.info("deployment scaled pool=%s deployment=%s from=%d to=%d",
-                 self.pool, self.deployment, current, replicas)
+        self._call(
+            "patch scale",
+            lambda: self.apps.patch_namespaced_deployment_scale(
+                self.deployment,
+                self.namespace,
+                body,
+                _content_type=MERGE_PATCH,
+                _request_timeout=self.timeout_s,
+            ),
+        )
+        log.info(
+            "deployment scaled pool=%s deployment=%s from=%d to=%d",
+            self.pool,
+            self.deployment,
+            current,
+            replicas,
+        )
 
     def close(self) -> None:
         self.apps.api_client.close()

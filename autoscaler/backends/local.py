@@ -16,8 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from app.config import ROOT
 from autoscaler.victims import WorkerView, idle_victims
+from stapel.settings import ROOT
 from workers.command import worker_command
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,15 @@ log = logging.getLogger(__name__)
 class LocalBackend:
     """Starts, stops and reaps worker processes for one pool."""
 
-    def __init__(self, pool: str, *, concurrency: int = 128, env: dict | None = None,
-                 log_dir: Path | None = None, cwd: Path = ROOT) -> None:
+    def __init__(
+        self,
+        pool: str,
+        *,
+        concurrency: int = 128,
+        env: dict | None = None,
+        log_dir: Path | None = None,
+        cwd: Path = ROOT,
+    ) -> None:
         self.pool, self.concurrency, self.cwd, self.log_dir = pool, concurrency, cwd, log_dir
         self.env = {**(os.environ if env is None else env), "STAPEL_POOL": pool}
         self.host = socket.gethostname()
@@ -43,13 +50,18 @@ class LocalBackend:
         for name, proc in list(self.procs.items()):
             if proc.poll() is not None:
                 del self.procs[name]
-                log.warning("worker exited unexpectedly pool=%s worker=%s code=%s",
-                            self.pool, name, proc.returncode)
+                log.warning(
+                    "worker exited unexpectedly pool=%s worker=%s code=%s",
+                    self.pool,
+                    name,
+                    proc.returncode,
+                )
         for name, proc in list(self.stopping.items()):
             if proc.poll() is not None:
                 del self.stopping[name]
-                log.info("worker stopped pool=%s worker=%s code=%s",
-                         self.pool, name, proc.returncode)
+                log.info(
+                    "worker stopped pool=%s worker=%s code=%s", self.pool, name, proc.returncode
+                )
 
     def replicas(self) -> int:
         self.reap()
@@ -69,8 +81,12 @@ class LocalBackend:
         ours = [w for w in workers if w.name in self.procs]
         victims = idle_victims(ours, excess)
         if len(victims) < excess:
-            log.info("fewer idle workers than wanted pool=%s idle=%d excess=%d",
-                     self.pool, len(victims), excess)
+            log.info(
+                "fewer idle workers than wanted pool=%s idle=%d excess=%d",
+                self.pool,
+                len(victims),
+                excess,
+            )
         for worker in victims:
             self._stop(worker.name)
 
@@ -81,9 +97,14 @@ class LocalBackend:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out = open(self.log_dir / f"{name}.log", "ab")
         try:
-            proc = subprocess.Popen(self.command(name), cwd=self.cwd, env=self.env,
-                                    stdout=out, stderr=subprocess.STDOUT if out else None,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                self.command(name),
+                cwd=self.cwd,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT if out else None,
+                start_new_session=True,
+            )
         finally:
             if out is not None:
                 out.close()
@@ -94,8 +115,9 @@ class LocalBackend:
         proc = self.procs.pop(name)
         self.stopping[name] = proc
         proc.send_signal(signal.SIGTERM)
-        log.info("worker stopping (warm shutdown) pool=%s worker=%s pid=%d",
-                 self.pool, name, proc.pid)
+        log.info(
+            "worker stopping (warm shutdown) pool=%s worker=%s pid=%d", self.pool, name, proc.pid
+        )
 
     def close(self, timeout_s: float | None = None) -> bool:
         """Warm-stop every worker and wait for them; return whether all exited in time."""

@@ -8,7 +8,7 @@ import json
 import pytest
 from sqlalchemy import func, select
 
-from app.models import Job
+from stapel.tables import Job
 from tests.factories import job_body
 
 LONG = "x" * 4001
@@ -46,12 +46,25 @@ def job_count(app) -> int:
         (job_body(documents=[{"segments": ["x"]}]), 400, "invalid_request"),
         ({"source_lang": "en", "target_lang": "de", "documents": []}, 400, "invalid_type"),
         ({"source_lang": "en", "target_lang": "de", "documents": ["x"]}, 400, "invalid_type"),
-        ({"source_lang": "en", "target_lang": "de", "documents": [{"id": "a"}]}, 400,
-         "missing_field"),
-        ({"source_lang": "en", "target_lang": "de", "documents": [{"id": 7, "segments": []}]},
-         400, "invalid_type"),
-        ({"source_lang": "en", "target_lang": "de",
-          "documents": [{"segments": ["x"], "extra": 1}]}, 400, "unknown_field"),
+        (
+            {"source_lang": "en", "target_lang": "de", "documents": [{"id": "a"}]},
+            400,
+            "missing_field",
+        ),
+        (
+            {"source_lang": "en", "target_lang": "de", "documents": [{"id": 7, "segments": []}]},
+            400,
+            "invalid_type",
+        ),
+        (
+            {
+                "source_lang": "en",
+                "target_lang": "de",
+                "documents": [{"segments": ["x"], "extra": 1}],
+            },
+            400,
+            "unknown_field",
+        ),
         ([1, 2, 3], 400, "invalid_json"),
         ("just a string", 400, "invalid_json"),
     ],
@@ -71,8 +84,9 @@ def test_unknown_pair_lists_available_pairs(client, auth):
 
 
 def test_malformed_json_is_400(client, auth):
-    response = client.post("/v1/jobs", data="{not json", headers=auth,
-                           content_type="application/json")
+    response = client.post(
+        "/v1/jobs", data="{not json", headers=auth, content_type="application/json"
+    )
     assert response.status_code == 400
     assert response.get_json()["error"]["code"] == "invalid_json"
 
@@ -85,20 +99,23 @@ def test_wrong_content_type_is_400(client, auth):
 
 def test_too_many_segments_is_413(app, client, auth):
     app.extensions["stapel"].settings = app.extensions["stapel"].settings.replace(
-        max_segments_per_job=5)
+        max_segments_per_job=5
+    )
     response = client.post("/v1/jobs", json=job_body(segments=["a"] * 6), headers=auth)
     assert response.status_code == 413
     assert response.get_json()["error"]["code"] == "too_many_segments"
-    docs = {"source_lang": "en", "target_lang": "de",
-            "documents": [{"segments": ["a"] * 3}, {"segments": ["b"] * 3}]}
+    docs = {
+        "source_lang": "en",
+        "target_lang": "de",
+        "documents": [{"segments": ["a"] * 3}, {"segments": ["b"] * 3}],
+    }
     assert client.post("/v1/jobs", json=docs, headers=auth).status_code == 413
     assert job_count(app) == 0
 
 
 def test_body_over_size_limit_is_413(app, client, auth):
     app.config["MAX_CONTENT_LENGTH"] = 1000
-    response = client.post("/v1/jobs", json=job_body(segments=["y" * 600, "z" * 600]),
-                           headers=auth)
+    response = client.post("/v1/jobs", json=job_body(segments=["y" * 600, "z" * 600]), headers=auth)
     assert response.status_code == 413
     assert response.get_json()["error"]["code"] == "request_entity_too_large"
     assert job_count(app) == 0
@@ -119,8 +136,7 @@ def test_body_over_size_limit_is_413(app, client, auth):
 def test_bad_uploads_are_rejected(app, client, auth, files, form, code):
     data = {"source_lang": "en", "target_lang": "de", **form}
     data["files"] = [(io.BytesIO(content), name) for name, content in files]
-    response = client.post("/v1/jobs", data=data, headers=auth,
-                           content_type="multipart/form-data")
+    response = client.post("/v1/jobs", data=data, headers=auth, content_type="multipart/form-data")
     assert response.status_code == 400, response.get_json()
     assert response.get_json()["error"]["code"] == code
     assert job_count(app) == 0
@@ -128,9 +144,13 @@ def test_bad_uploads_are_rejected(app, client, auth, files, form, code):
 
 @pytest.mark.parametrize(
     ("query", "code"),
-    [("status=done", "invalid_status"), ("limit=0", "invalid_limit"),
-     ("limit=abc", "invalid_limit"), ("limit=1000", "invalid_limit"),
-     ("cursor=%%%", "invalid_cursor")],
+    [
+        ("status=done", "invalid_status"),
+        ("limit=0", "invalid_limit"),
+        ("limit=abc", "invalid_limit"),
+        ("limit=1000", "invalid_limit"),
+        ("cursor=%%%", "invalid_cursor"),
+    ],
 )
 def test_bad_list_queries(client, auth, query, code):
     response = client.get(f"/v1/jobs?{query}", headers=auth)

@@ -55,14 +55,19 @@ class FakeKube:
         deployment = self.deployments[name]
         mine = [p for p, pod in self.pods.items() if pod["owner"] == name]
         if replicas < len(mine):
-            order = sorted(mine, key=lambda p: (
-                int(self.pods[p]["annotations"].get(DELETION_COST, "0")), p))
-            for pod in order[:len(mine) - replicas]:
+            order = sorted(
+                mine, key=lambda p: (int(self.pods[p]["annotations"].get(DELETION_COST, "0")), p)
+            )
+            for pod in order[: len(mine) - replicas]:
                 del self.pods[pod]
         serial = deployment.get("serial", 0)
         for _ in range(replicas - len(mine)):
-            self.pods[f"{name}-{serial}"] = {"owner": name, "labels": dict(deployment["labels"]),
-                                             "annotations": {}, "phase": "Running"}
+            self.pods[f"{name}-{serial}"] = {
+                "owner": name,
+                "labels": dict(deployment["labels"]),
+                "annotations": {},
+                "phase": "Running",
+            }
             serial += 1
         deployment.update(replicas=replicas, serial=serial)
 
@@ -106,15 +111,21 @@ class FakeKube:
         if seen.method == "PATCH":
             self._resize(name, int(seen.body["spec"]["replicas"]))
         replicas = self.deployments[name]["replicas"]
-        return 200, {"kind": "Scale", "apiVersion": "autoscaling/v1",
-                     "metadata": {"name": name, "namespace": self.namespace},
-                     "spec": {"replicas": replicas},
-                     "status": {"replicas": replicas, "selector": self.selector(name)}}
+        return 200, {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"replicas": replicas},
+            "status": {"replicas": replicas, "selector": self.selector(name)},
+        }
 
     def _list_pods(self, selector: str) -> tuple[int, dict]:
         wanted = dict(part.split("=", 1) for part in selector.split(",") if part)
-        items = [_pod(name, pod, self.namespace) for name, pod in sorted(self.pods.items())
-                 if all(pod["labels"].get(k) == v for k, v in wanted.items())]
+        items = [
+            _pod(name, pod, self.namespace)
+            for name, pod in sorted(self.pods.items())
+            if all(pod["labels"].get(k) == v for k, v in wanted.items())
+        ]
         return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
 
     def _patch_pod(self, name: str, body: dict) -> tuple[int, dict]:
@@ -126,14 +137,25 @@ class FakeKube:
 
 
 def _pod(name: str, pod: dict, namespace: str) -> dict:
-    return {"metadata": {"name": name, "namespace": namespace, "labels": pod["labels"],
-                         "annotations": pod["annotations"]},
-            "status": {"phase": pod["phase"]}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": pod["labels"],
+            "annotations": pod["annotations"],
+        },
+        "status": {"phase": pod["phase"]},
+    }
 
 
 def _status(code: int, message: str) -> dict:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-            "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "code": code,
+    }
 
 
 def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
@@ -142,8 +164,13 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            seen = Seen(self.command, parts.path, parse_qs(parts.query),
-                        self.headers.get("Content-Type"), json.loads(raw) if raw else None)
+            seen = Seen(
+                self.command,
+                parts.path,
+                parse_qs(parts.query),
+                self.headers.get("Content-Type"),
+                json.loads(raw) if raw else None,
+            )
             status, body = kube.handle(seen)
             data = json.dumps(body).encode()
             self.send_response(status)

@@ -16,12 +16,19 @@ def test_defaults():
 
 
 def test_per_pool_values():
-    settings = AutoscalerSettings.from_env({
-        "STAPEL_AUTOSCALER_BACKEND": "local", "STAPEL_CPU_MIN": "2", "STAPEL_CPU_MAX": "6",
-        "STAPEL_CPU_STANDBY": "0", "STAPEL_CPU_SCALE_DOWN_DELAY_S": "2.5",
-        "STAPEL_CPU_POLL_S": "0.5", "STAPEL_GPU_MAX": "0", "STAPEL_GPU_QUEUED_PER_WORKER": "3",
-        "STAPEL_K8S_NAMESPACE": "mt",
-    })
+    settings = AutoscalerSettings.from_env(
+        {
+            "STAPEL_AUTOSCALER_BACKEND": "local",
+            "STAPEL_CPU_MIN": "2",
+            "STAPEL_CPU_MAX": "6",
+            "STAPEL_CPU_STANDBY": "0",
+            "STAPEL_CPU_SCALE_DOWN_DELAY_S": "2.5",
+            "STAPEL_CPU_POLL_S": "0.5",
+            "STAPEL_GPU_MAX": "0",
+            "STAPEL_GPU_QUEUED_PER_WORKER": "3",
+            "STAPEL_K8S_NAMESPACE": "mt",
+        }
+    )
     cpu, gpu = settings.pool("cpu"), settings.pool("gpu")
     assert (cpu.limits.min, cpu.limits.max, cpu.limits.standby) == (2, 6, 0)
     assert (cpu.limits.scale_down_delay_s, cpu.poll_s) == (2.5, 0.5)

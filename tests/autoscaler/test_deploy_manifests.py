@@ -41,8 +41,12 @@ def pod_spec(obj: dict) -> dict:
 
 
 def containers() -> list[tuple[str, dict]]:
-    return [(o["metadata"]["name"], c) for kind in WORKLOADS for o in of_kind(kind)
-            for c in pod_spec(o)["containers"]]
+    return [
+        (o["metadata"]["name"], c)
+        for kind in WORKLOADS
+        for o in of_kind(kind)
+        for c in pod_spec(o)["containers"]
+    ]
 
 
 def test_kustomization_lists_every_file_and_only_existing_ones():
@@ -83,8 +87,9 @@ def test_deployment_selectors_match_their_pods_and_services_match_a_deployment()
         labels[deployment["metadata"]["name"]] = (template, pod_spec(deployment))
     for service in of_kind("Service"):
         selector = service["spec"]["selector"]
-        matches = [spec for template, spec in labels.values()
-                   if selector.items() <= template.items()]
+        matches = [
+            spec for template, spec in labels.values() if selector.items() <= template.items()
+        ]
         assert len(matches) == 1, service["metadata"]["name"]
         port_names = {p["name"] for c in matches[0]["containers"] for p in c.get("ports", [])}
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
@@ -127,8 +132,10 @@ def test_single_beat():
 
 
 def test_configmap_settings_parse_and_name_the_worker_deployments():
-    env = {**OBJECTS[("ConfigMap", "stapel-config")]["data"],
-           **OBJECTS[("Secret", "stapel-secrets")]["stringData"]}
+    env = {
+        **OBJECTS[("ConfigMap", "stapel-config")]["data"],
+        **OBJECTS[("Secret", "stapel-secrets")]["stringData"],
+    }
     settings = AutoscalerSettings.from_env(env)
     assert settings.backend == "kubernetes"
     for pool in settings.pools:
@@ -152,10 +159,17 @@ def test_role_allows_exactly_the_calls_the_backend_makes(backend, kube):
     backend.scale(1, [WorkerView(name) for name in backend.workers()])
     made = {rbac_of(r.method, r.path) for r in kube.requests}
     role = OBJECTS[("Role", "stapel-autoscaler")]
-    allowed = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
-               for r in rule["resources"] for v in rule["verbs"]}
+    allowed = {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
     assert made == allowed
     (scale_rule,) = [r for r in role["rules"] if "deployments/scale" in r["resources"]]
     assert set(scale_rule["resourceNames"]) == {
-        d["metadata"]["name"] for d in of_kind("Deployment")
-        if d["metadata"]["name"].startswith("stapel-worker-")}
+        d["metadata"]["name"]
+        for d in of_kind("Deployment")
+        if d["metadata"]["name"].startswith("stapel-worker-")
+    }

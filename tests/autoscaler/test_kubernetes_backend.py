@@ -8,18 +8,22 @@ import threading
 import pytest
 from sqlalchemy.orm import sessionmaker
 
-from app.db import make_engine, make_session_factory
 from autoscaler.backends.base import BackendError
 from autoscaler.backends.kubernetes import DELETION_COST, MERGE_PATCH, KubernetesBackend
 from autoscaler.config import PoolLimits, PoolSettings
 from autoscaler.loop import PoolLoop
 from autoscaler.victims import BUSY_COST, WorkerView
+from stapel.db import make_engine, make_session_factory
 from tests.autoscaler.conftest import api_client_for
 from tests.autoscaler.rows import add_chunks
 from tests.factories import wait_for
 
-POOL = PoolSettings("cpu", PoolLimits(min=1, max=5, standby=1, scale_down_delay_s=0),
-                    poll_s=0.05, deployment="stapel-worker-cpu")
+POOL = PoolSettings(
+    "cpu",
+    PoolLimits(min=1, max=5, standby=1, scale_down_delay_s=0),
+    poll_s=0.05,
+    deployment="stapel-worker-cpu",
+)
 
 
 def test_reads_replicas_and_workers(backend, kube):
@@ -38,14 +42,19 @@ def test_scale_up_sends_one_merge_patch(backend, kube):
 
 
 def test_scale_down_marks_idle_pods_cheapest_first(backend, kube):
-    views = [WorkerView("cpu@stapel-worker-cpu-0", busy=1, models=1),
-             WorkerView("cpu@stapel-worker-cpu-1", models=2),
-             WorkerView("cpu@stapel-worker-cpu-2")]
+    views = [
+        WorkerView("cpu@stapel-worker-cpu-0", busy=1, models=1),
+        WorkerView("cpu@stapel-worker-cpu-1", models=2),
+        WorkerView("cpu@stapel-worker-cpu-2"),
+    ]
     backend.scale(1, views)
     pod_patches = kube.patches("/pods/")
     assert [(p.path.rsplit("/", 1)[1], p.content_type, p.body) for p in pod_patches] == [
-        ("stapel-worker-cpu-0", MERGE_PATCH,
-         {"metadata": {"annotations": {DELETION_COST: str(BUSY_COST + 1001)}}}),
+        (
+            "stapel-worker-cpu-0",
+            MERGE_PATCH,
+            {"metadata": {"annotations": {DELETION_COST: str(BUSY_COST + 1001)}}},
+        ),
         ("stapel-worker-cpu-1", MERGE_PATCH, {"metadata": {"annotations": {DELETION_COST: "2"}}}),
         ("stapel-worker-cpu-2", MERGE_PATCH, {"metadata": {"annotations": {DELETION_COST: "0"}}}),
     ]
@@ -83,8 +92,16 @@ def sessions(engine) -> sessionmaker:
 
 def test_loop_scales_the_deployment_from_db_load(backend, kube, sessions, session):
     loop = PoolLoop(POOL, backend, sessions, None)
-    add_chunks(session, "cpu", [("running", "cpu@stapel-worker-cpu-1"), ("queued", None),
-                                ("queued", None), ("succeeded", None)])
+    add_chunks(
+        session,
+        "cpu",
+        [
+            ("running", "cpu@stapel-worker-cpu-1"),
+            ("queued", None),
+            ("queued", None),
+            ("succeeded", None),
+        ],
+    )
     add_chunks(session, "gpu", [("queued", None)] * 5)
     assert loop.tick().replicas == 4  # 1 running + 2 queued + 1 standby
     assert kube.deployments["stapel-worker-cpu"]["replicas"] == 4
@@ -98,8 +115,11 @@ def test_loop_survives_api_errors_and_acts_once_it_is_back(backend, kube, sessio
     thread = threading.Thread(target=loop.run, args=(stop,))
     thread.start()
     try:
-        wait_for(lambda: kube.deployments["stapel-worker-cpu"]["replicas"] == 5, timeout=10,
-                 what="the loop to scale once the API answers again")
+        wait_for(
+            lambda: kube.deployments["stapel-worker-cpu"]["replicas"] == 5,
+            timeout=10,
+            what="the loop to scale once the API answers again",
+        )
     finally:
         stop.set()
         thread.join()

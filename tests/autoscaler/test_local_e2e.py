@@ -13,18 +13,17 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from app.db import make_session_factory
-from app.models import Chunk
-from app.presence import read_all
 from autoscaler.backends.local import LocalBackend
 from autoscaler.config import PoolLimits, PoolSettings
 from autoscaler.loop import PoolLoop
+from stapel.db import make_session_factory
+from stapel.presence import read_all
+from stapel.tables import Chunk
 from tests.factories import job_body, sentences, wait_for
 
 pytestmark = pytest.mark.e2e
 
-POOL = PoolSettings("cpu", PoolLimits(min=1, max=3, standby=0, scale_down_delay_s=2),
-                    poll_s=0.5)
+POOL = PoolSettings("cpu", PoolLimits(min=1, max=3, standby=0, scale_down_delay_s=2), poll_s=0.5)
 JOBS, SEGMENTS, CHUNK_SEGMENTS = 3, 600, 200
 """Nine chunks of about 2 s each on the tiny model: long enough to need more workers."""
 
@@ -32,14 +31,23 @@ JOBS, SEGMENTS, CHUNK_SEGMENTS = 3, 600, 200
 @pytest.fixture
 def settings_overrides(database_url, redis_url, model_root):
     """Small chunks, so a few short jobs make a backlog of several chunks."""
-    return {"database_url": database_url, "redis_url": redis_url, "model_root": model_root,
-            "chunk_segments": CHUNK_SEGMENTS}
+    return {
+        "database_url": database_url,
+        "redis_url": redis_url,
+        "model_root": model_root,
+        "chunk_segments": CHUNK_SEGMENTS,
+    }
 
 
 @pytest.fixture
 def local_backend(database_url, redis_url, model_root, tmp_path):
-    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
-           "STAPEL_MODEL_ROOT": str(model_root), "STAPEL_THREADS": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "STAPEL_MODEL_ROOT": str(model_root),
+        "STAPEL_THREADS": "1",
+    }
     backend = LocalBackend("cpu", concurrency=1, env=env, log_dir=tmp_path / "workers")
     yield backend
     if not backend.close(timeout_s=60):
@@ -49,8 +57,9 @@ def local_backend(database_url, redis_url, model_root, tmp_path):
         pytest.fail("workers did not finish their warm shutdown within 60 s")
 
 
-def test_backlog_grows_workers_to_max_then_back_to_min(app, client, auth, engine,
-                                                       redis_client, local_backend):
+def test_backlog_grows_workers_to_max_then_back_to_min(
+    app, client, auth, engine, redis_client, local_backend
+):
     sessions = make_session_factory(engine)
     loop = PoolLoop(POOL, local_backend, sessions, redis_client)
     seen: list[int] = []
@@ -66,24 +75,34 @@ def test_backlog_grows_workers_to_max_then_back_to_min(app, client, auth, engine
     thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: set(local_backend.procs) & set(read_all(redis_client)), timeout=30,
-                 what="the min worker to be up")
+        wait_for(
+            lambda: set(local_backend.procs) & set(read_all(redis_client)),
+            timeout=30,
+            what="the min worker to be up",
+        )
         job_ids = []
         for n in range(JOBS):
-            response = client.post("/v1/jobs", json=job_body(sentences(SEGMENTS, seed=n)),
-                                   headers=auth)
+            response = client.post(
+                "/v1/jobs", json=job_body(sentences(SEGMENTS, seed=n)), headers=auth
+            )
             assert response.status_code == 202, response.get_json()
             job_ids.append(response.get_json()["id"])
         wait_for(lambda: max(seen) == POOL.limits.max, timeout=20, what="workers at max")
 
         def statuses() -> list[str]:
-            return [client.get(f"/v1/jobs/{j}", headers=auth).get_json()["status"]
-                    for j in job_ids]
+            return [client.get(f"/v1/jobs/{j}", headers=auth).get_json()["status"] for j in job_ids]
 
-        wait_for(lambda: all(s in ("succeeded", "failed") for s in statuses()), timeout=60,
-                 interval=0.5, what="every job to finish")
-        wait_for(lambda: local_backend.replicas() == POOL.limits.min and
-                 not local_backend.stopping, timeout=30, what="workers back at min")
+        wait_for(
+            lambda: all(s in ("succeeded", "failed") for s in statuses()),
+            timeout=60,
+            interval=0.5,
+            what="every job to finish",
+        )
+        wait_for(
+            lambda: local_backend.replicas() == POOL.limits.min and not local_backend.stopping,
+            timeout=30,
+            what="workers back at min",
+        )
     finally:
         stop.set()
         thread.join()

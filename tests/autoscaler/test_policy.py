@@ -13,15 +13,15 @@ LIMITS = PoolLimits(min=1, max=5, standby=1, scale_down_delay_s=10)
 @pytest.mark.parametrize(
     "running, queued, limits, wanted",
     [
-        (0, 0, LIMITS, 1),                                            # idle: min (= standby)
-        (2, 0, LIMITS, 3),                                            # active + standby
+        (0, 0, LIMITS, 1),  # idle: min (= standby)
+        (2, 0, LIMITS, 3),  # active + standby
         (4, 0, LIMITS, 5),
-        (9, 0, LIMITS, 5),                                            # clamped to max
-        (0, 3, LIMITS, 4),                                            # backlog counts at once
+        (9, 0, LIMITS, 5),  # clamped to max
+        (0, 3, LIMITS, 4),  # backlog counts at once
         (1, 2, LIMITS, 4),
-        (0, 0, PoolLimits(min=0, max=3, standby=0), 0),               # scale to zero
-        (0, 1, PoolLimits(min=0, max=3, standby=0), 1),               # first chunk wakes it
-        (0, 0, PoolLimits(min=2, max=3, standby=0), 2),               # min holds
+        (0, 0, PoolLimits(min=0, max=3, standby=0), 0),  # scale to zero
+        (0, 1, PoolLimits(min=0, max=3, standby=0), 1),  # first chunk wakes it
+        (0, 0, PoolLimits(min=2, max=3, standby=0), 2),  # min holds
         (3, 0, PoolLimits(max=8, standby=1, chunks_per_worker=2), 3),  # ceil(3/2) + 1
         (0, 5, PoolLimits(max=8, standby=0, queued_per_worker=2), 3),  # ceil(5/2)
         (2, 7, PoolLimits(max=8, standby=2, queued_per_worker=4), 6),  # 2 + 2 + 2
@@ -35,10 +35,10 @@ def test_wanted_replicas(running, queued, limits, wanted):
     "load, current, replicas, reason",
     [
         (Load(running=2), 1, 3, "scale_up"),
-        (Load(queued=10), 1, 5, "scale_up"),          # a backlog jumps, not one per poll
+        (Load(queued=10), 1, 5, "scale_up"),  # a backlog jumps, not one per poll
         (Load(running=2), 3, 3, "steady"),
-        (Load(), 3, 3, "waiting_delay"),              # lower wanted: the delay starts
-        (Load(), 0, 1, "scale_up"),                   # below min: up at once
+        (Load(), 3, 3, "waiting_delay"),  # lower wanted: the delay starts
+        (Load(), 0, 1, "scale_up"),  # below min: up at once
     ],
 )
 def test_single_decision(load, current, replicas, reason):
@@ -62,29 +62,71 @@ IDLE, BUSY3 = Load(), Load(running=3)
 @pytest.mark.parametrize(
     "start, steps, expected, limits",
     [
-        pytest.param(4, [(0, IDLE), (5, IDLE), (9.9, IDLE), (10, IDLE)], [4, 4, 4, 1],
-                     LIMITS, id="down only after the whole delay"),
-        pytest.param(4, [(0, IDLE), (4, BUSY3), (8, IDLE), (12, BUSY3), (16, IDLE),
-                         (20, IDLE), (25.9, IDLE), (26, IDLE)],
-                     [4, 4, 4, 4, 4, 4, 4, 1], LIMITS,
-                     id="flapping load restarts the delay every time"),
-        pytest.param(5, [(0, IDLE), (5, Load(running=2)), (10, IDLE), (15, IDLE), (25, IDLE)],
-                     [5, 5, 3, 3, 1], LIMITS,
-                     id="down to the highest value wanted during the delay"),
-        pytest.param(4, [(0, IDLE), (5, Load(running=10)), (9, IDLE), (18, IDLE), (19, IDLE)],
-                     [4, 5, 5, 5, 1], LIMITS,
-                     id="up at once inside a delay, which then starts again"),
-        pytest.param(4, [(0, Load(busy_workers=3)), (10, Load(busy_workers=3))], [4, 3], LIMITS,
-                     id="never below the busy workers"),
-        pytest.param(3, [(0, Load(busy_workers=3)), (10, Load(busy_workers=3)),
-                         (11, Load(busy_workers=1))], [3, 3, 1], LIMITS,
-                     id="busy workers hold; down as soon as they finish"),
-        pytest.param(4, [(0, IDLE)], [1],
-                     PoolLimits(min=1, max=5, standby=1, scale_down_delay_s=0),
-                     id="zero delay: down at once"),
-        pytest.param(0, [(0, Load(queued=2)), (1, Load(running=2)), (2, IDLE), (62, IDLE)],
-                     [2, 2, 2, 0], PoolLimits(min=0, max=4, standby=0, scale_down_delay_s=60),
-                     id="scale from zero and back to zero"),
+        pytest.param(
+            4,
+            [(0, IDLE), (5, IDLE), (9.9, IDLE), (10, IDLE)],
+            [4, 4, 4, 1],
+            LIMITS,
+            id="down only after the whole delay",
+        ),
+        pytest.param(
+            4,
+            [
+                (0, IDLE),
+                (4, BUSY3),
+                (8, IDLE),
+                (12, BUSY3),
+                (16, IDLE),
+                (20, IDLE),
+                (25.9, IDLE),
+                (26, IDLE),
+            ],
+            [4, 4, 4, 4, 4, 4, 4, 1],
+            LIMITS,
+            id="flapping load restarts the delay every time",
+        ),
+        pytest.param(
+            5,
+            [(0, IDLE), (5, Load(running=2)), (10, IDLE), (15, IDLE), (25, IDLE)],
+            [5, 5, 3, 3, 1],
+            LIMITS,
+            id="down to the highest value wanted during the delay",
+        ),
+        pytest.param(
+            4,
+            [(0, IDLE), (5, Load(running=10)), (9, IDLE), (18, IDLE), (19, IDLE)],
+            [4, 5, 5, 5, 1],
+            LIMITS,
+            id="up at once inside a delay, which then starts again",
+        ),
+        pytest.param(
+            4,
+            [(0, Load(busy_workers=3)), (10, Load(busy_workers=3))],
+            [4, 3],
+            LIMITS,
+            id="never below the busy workers",
+        ),
+        pytest.param(
+            3,
+            [(0, Load(busy_workers=3)), (10, Load(busy_workers=3)), (11, Load(busy_workers=1))],
+            [3, 3, 1],
+            LIMITS,
+            id="busy workers hold; down as soon as they finish",
+        ),
+        pytest.param(
+            4,
+            [(0, IDLE)],
+            [1],
+            PoolLimits(min=1, max=5, standby=1, scale_down_delay_s=0),
+            id="zero delay: down at once",
+        ),
+        pytest.param(
+            0,
+            [(0, Load(queued=2)), (1, Load(running=2)), (2, IDLE), (62, IDLE)],
+            [2, 2, 2, 0],
+            PoolLimits(min=0, max=4, standby=0, scale_down_delay_s=60),
+            id="scale from zero and back to zero",
+        ),
     ],
 )
 def test_decisions_over_time(start, steps, expected, limits):

@@ -21,8 +21,12 @@ def test_deletion_cost(worker, cost):
 
 
 def test_removal_order_idle_then_fewest_models_then_busy():
-    workers = [WorkerView("cpu@busy", busy=1), WorkerView("cpu@two", models=2),
-               WorkerView("cpu@none"), WorkerView("cpu@one", models=1)]
+    workers = [
+        WorkerView("cpu@busy", busy=1),
+        WorkerView("cpu@two", models=2),
+        WorkerView("cpu@none"),
+        WorkerView("cpu@one", models=1),
+    ]
     assert [w.pod for w in removal_order(workers)] == ["none", "one", "two", "busy"]
 
 
@@ -31,6 +35,9 @@ def test_removal_order_idle_then_fewest_models_then_busy():
     [(0, []), (1, ["cpu@idle"]), (2, ["cpu@idle", "cpu@warm"]), (5, ["cpu@idle", "cpu@warm"])],
 )
 def test_idle_victims_never_busy(count, names):
-    workers = [WorkerView("cpu@busy", busy=1), WorkerView("cpu@warm", models=1),
-               WorkerView("cpu@idle")]
+    workers = [
+        WorkerView("cpu@busy", busy=1),
+        WorkerView("cpu@warm", models=1),
+        WorkerView("cpu@idle"),
+    ]
     assert [w.name for w in idle_victims(workers, count)] == names

@@ -16,7 +16,7 @@ import pytest
 import redis as redis_lib
 from sqlalchemy import create_engine, text
 
-from app.db import make_engine, make_session_factory
+from stapel.db import make_engine, make_session_factory
 from tests.conftest import migrate, reachable_postgres_url, truncate
 from tests.faults.harness import Figures, Reference, Stack, install_write_counter, record
 
@@ -33,8 +33,7 @@ def private_postgres(url: str) -> str:
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            exists = conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"),
-                                 {"n": name})
+            exists = conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name})
             if not exists:
                 conn.execute(text(f'CREATE DATABASE "{name}"'))
     finally:
@@ -121,14 +120,19 @@ def make_stack(fault_engine, fault_db_url, fault_redis_url, model_root, tmp_path
     stacks: list[Stack] = []
     flushed(fault_redis_url)
 
-    def _make(*, db_url: str | None = None, redis_url: str | None = None, engine=None,
-              **kwargs) -> Stack:
+    def _make(
+        *, db_url: str | None = None, redis_url: str | None = None, engine=None, **kwargs
+    ) -> Stack:
         log_dir = tmp_path / f"stack{len(stacks)}"
         log_dir.mkdir()
-        stack = Stack(db_url=db_url or fault_db_url, redis_url=redis_url or fault_redis_url,
-                      model_root=model_root,
-                      sessions=make_session_factory(engine or fault_engine),
-                      log_dir=log_dir, **kwargs)
+        stack = Stack(
+            db_url=db_url or fault_db_url,
+            redis_url=redis_url or fault_redis_url,
+            model_root=model_root,
+            sessions=make_session_factory(engine or fault_engine),
+            log_dir=log_dir,
+            **kwargs,
+        )
         stacks.append(stack)
         return stack
 

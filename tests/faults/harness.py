@@ -18,8 +18,8 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import create_app
-from app.auth import create_key
-from app.models import Chunk, Job, Segment
+from stapel.keys import create_key
+from stapel.tables import Chunk, Job, Segment
 from tests.factories import sentences, wait_for
 from tests.faults.procs import BeatProcess, GroupWorker
 from workers.engine import Engine
@@ -49,7 +49,10 @@ class Reference:
 
     def __init__(self, model_root: Path) -> None:
         self.engine = Engine(
-            model_root, device="cpu", compute_type="int8", threads=1,
+            model_root,
+            device="cpu",
+            compute_type="int8",
+            threads=1,
             batch_tokens=int(SHORT_ENV["STAPEL_BATCH_TOKENS"]),
             max_decoding_length=int(SHORT_ENV["STAPEL_MAX_DECODING_LENGTH"]),
         )
@@ -83,20 +86,37 @@ class Figures:
 class Stack:
     """The app plus worker and beat processes on one DB and one Redis."""
 
-    def __init__(self, *, db_url: str, redis_url: str, model_root: Path, sessions: sessionmaker,
-                 log_dir: Path, env: dict | None = None, app_overrides: dict | None = None,
-                 chunk_segments: int = 2000) -> None:
+    def __init__(
+        self,
+        *,
+        db_url: str,
+        redis_url: str,
+        model_root: Path,
+        sessions: sessionmaker,
+        log_dir: Path,
+        env: dict | None = None,
+        app_overrides: dict | None = None,
+        chunk_segments: int = 2000,
+    ) -> None:
         self.db_url, self.redis_url, self.log_dir = db_url, redis_url, log_dir
         self.sessions = sessions
         self.env = {
-            "DATABASE_URL": db_url, "REDIS_URL": redis_url,
+            "DATABASE_URL": db_url,
+            "REDIS_URL": redis_url,
             "STAPEL_MODEL_ROOT": str(model_root),
-            "STAPEL_CHUNK_SEGMENTS": str(chunk_segments), **SHORT_ENV, **(env or {}),
+            "STAPEL_CHUNK_SEGMENTS": str(chunk_segments),
+            **SHORT_ENV,
+            **(env or {}),
         }
-        self.app = create_app({
-            "database_url": db_url, "redis_url": redis_url, "model_root": model_root,
-            "chunk_segments": chunk_segments, **(app_overrides or {}),
-        })
+        self.app = create_app(
+            {
+                "database_url": db_url,
+                "redis_url": redis_url,
+                "model_root": model_root,
+                "chunk_segments": chunk_segments,
+                **(app_overrides or {}),
+            }
+        )
         self.client = self.app.test_client()
         self.celery = self.app.extensions["stapel"].celery
         with self.app.extensions["stapel"].sessions() as s:
@@ -108,8 +128,9 @@ class Stack:
     # processes -----------------------------------------------------------------------
     def worker(self, name: str, concurrency: int = 2, env: dict | None = None) -> GroupWorker:
         """Start a worker on the cpu and control queues and wait until it answers."""
-        proc = GroupWorker({**self.env, **(env or {})}, self.log_dir, concurrency=concurrency,
-                           name=name)
+        proc = GroupWorker(
+            {**self.env, **(env or {})}, self.log_dir, concurrency=concurrency, name=name
+        )
         self.workers.append(proc)
         return proc.start(self.celery)
 
@@ -121,8 +142,10 @@ class Stack:
         """Start beat and the named workers side by side; wait until all are up."""
         if beat:
             self.beat = BeatProcess(self.env, self.log_dir).launch()
-        started = [GroupWorker(self.env, self.log_dir, concurrency=concurrency, name=name)
-                   .launch() for name in names]
+        started = [
+            GroupWorker(self.env, self.log_dir, concurrency=concurrency, name=name).launch()
+            for name in names
+        ]
         self.workers.extend(started)
         for proc in started:
             proc.wait_ready(self.celery)
@@ -148,7 +171,8 @@ class Stack:
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
         response = self.client.post(
-            "/v1/jobs", json={"source_lang": "en", "target_lang": "de", "segments": texts},
+            "/v1/jobs",
+            json={"source_lang": "en", "target_lang": "de", "segments": texts},
             headers=headers,
         )
         if response.status_code in (200, 202):
@@ -170,13 +194,11 @@ class Stack:
 
     def chunks(self, job_id: str) -> list[Chunk]:
         with self.sessions() as s:
-            return list(s.scalars(select(Chunk).where(Chunk.job_id == job_id)
-                                  .order_by(Chunk.idx)))
+            return list(s.scalars(select(Chunk).where(Chunk.job_id == job_id).order_by(Chunk.idx)))
 
     def running_on(self, job_id: str) -> Chunk | None:
         """Return a running chunk of the job with progress written, if there is one."""
-        return next((c for c in self.chunks(job_id) if c.status == "running" and c.done > 0),
-                    None)
+        return next((c for c in self.chunks(job_id) if c.status == "running" and c.done > 0), None)
 
     def wait_done(self, ids: list[str], timeout: float = DEADLINE_S) -> float:
         """Wait until every job ended; return the monotonic time it happened.
@@ -185,8 +207,12 @@ class Stack:
         errors, and the end of their logs.
         """
         try:
-            wait_for(lambda: all(j.status in DONE for j in self.jobs(ids).values()),
-                     timeout=timeout, interval=0.2, what=f"{len(ids)} jobs to finish")
+            wait_for(
+                lambda: all(j.status in DONE for j in self.jobs(ids).values()),
+                timeout=timeout,
+                interval=0.2,
+                what=f"{len(ids)} jobs to finish",
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.diagnosis()}") from None
         return time.monotonic()
@@ -197,14 +223,22 @@ class Stack:
         for proc in self.workers:
             lines = proc.full_log().splitlines()
             errors = [line for line in lines if " ERROR " in line or " CRITICAL " in line]
-            parts.append(f"== worker {proc.name} {'alive' if proc.alive() else 'exited'}\n"
-                         + "\n".join(errors[-20:]) + "\n-- last lines:\n"
-                         + "\n".join(lines[-40:]))
+            parts.append(
+                f"== worker {proc.name} {'alive' if proc.alive() else 'exited'}\n"
+                + "\n".join(errors[-20:])
+                + "\n-- last lines:\n"
+                + "\n".join(lines[-40:])
+            )
         return "\n".join(parts)
 
     # checks --------------------------------------------------------------------------
-    def verify(self, scenario: str, ids: list[str], reference: Reference,
-               expect: dict[str, str] | None = None) -> Figures:
+    def verify(
+        self,
+        scenario: str,
+        ids: list[str],
+        reference: Reference,
+        expect: dict[str, str] | None = None,
+    ) -> Figures:
         """Compare every job with a clean run and count lost and twice-written segments.
 
         `expect` maps job id to its expected end state (default: succeeded).
@@ -221,17 +255,20 @@ class Stack:
                 figures.claims += len(re.findall(f"chunk claimed logid={job_id} ", logs))
                 if (expect or {}).get(job_id, "succeeded") != "succeeded":
                     continue
-                rows = s.execute(select(Segment.idx, Segment.target)
-                                 .where(Segment.job_id == job_id)
-                                 .order_by(Segment.idx)).all()
+                rows = s.execute(
+                    select(Segment.idx, Segment.target)
+                    .where(Segment.job_id == job_id)
+                    .order_by(Segment.idx)
+                ).all()
                 texts = self.texts[job_id]
                 figures.segments += len(texts)
                 got = {idx: target for idx, target in rows if target is not None}
                 figures.lost += len(texts) - len(got)
                 assert [idx for idx, _ in rows] == list(range(len(texts)))
                 expected = reference.translate(texts)
-                figures.wrong += sum(got.get(i) not in (None, expected[i])
-                                     for i in range(len(texts)))
+                figures.wrong += sum(
+                    got.get(i) not in (None, expected[i]) for i in range(len(texts))
+                )
             figures.duplicated = duplicated_writes(s, ids)
         return figures
 
@@ -277,9 +314,15 @@ def duplicated_writes(session: Session, ids: list[str]) -> int:
         return 0
     params = {f"j{n}": job_id for n, job_id in enumerate(ids)}
     names = ", ".join(f":{k}" for k in params)
-    return int(session.execute(text(
-        "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM fault_writes "
-        f"WHERE job_id IN ({names}) GROUP BY job_id, idx) AS w"), params).scalar())
+    return int(
+        session.execute(
+            text(
+                "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM fault_writes "
+                f"WHERE job_id IN ({names}) GROUP BY job_id, idx) AS w"
+            ),
+            params,
+        ).scalar()
+    )
 
 
 def record(report_path: Path, config: str, figures: Figures) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from celery import Celery
 
-from app.embedded_redis import start_server, wait_until_reachable
+from stapel.embedded_redis import start_server, wait_until_reachable
 from tests.factories import wait_for
 from tests.workers_proc import ROOT, WorkerProcess
 
@@ -40,14 +40,24 @@ class GroupWorker(WorkerProcess):
     def launch(self) -> GroupWorker:
         """Start the process without waiting (start several, then wait for each)."""
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.args,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self
 
     def wait_ready(self, celery: Celery, timeout: float = 120) -> GroupWorker:
         """Wait until the launched worker answers a ping."""
-        wait_for(lambda: self.proc.poll() is not None or self.answers(celery),
-                 timeout=timeout, interval=0.3, what=f"worker {self.name} to answer pings")
+        wait_for(
+            lambda: self.proc.poll() is not None or self.answers(celery),
+            timeout=timeout,
+            interval=0.3,
+            what=f"worker {self.name} to answer pings",
+        )
         if self.proc.poll() is not None:
             raise RuntimeError(f"worker exited early; see {self.log_path}:\n{self.log()}")
         return self
@@ -85,8 +95,16 @@ class BeatProcess:
         self.log_path = log_dir / "beat.log"
         self.env = {**os.environ, **env}
         self.args = [
-            sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat",
-            "-s", str(log_dir / "beat-schedule"), "--loglevel", "INFO",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app",
+            "beat",
+            "-s",
+            str(log_dir / "beat-schedule"),
+            "--loglevel",
+            "INFO",
         ]
         self.proc: subprocess.Popen | None = None
 
@@ -96,14 +114,24 @@ class BeatProcess:
 
     def launch(self) -> BeatProcess:
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.args,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self
 
     def wait_ready(self, timeout: float = 120) -> BeatProcess:
         """Wait until beat has sent its first task."""
-        wait_for(lambda: self.proc.poll() is not None or "Sending due task" in self.log(),
-                 timeout=timeout, interval=0.2, what="beat to send its first task")
+        wait_for(
+            lambda: self.proc.poll() is not None or "Sending due task" in self.log(),
+            timeout=timeout,
+            interval=0.2,
+            what="beat to send its first task",
+        )
         if self.proc.poll() is not None:
             raise RuntimeError(f"beat exited early:\n{self.log()}")
         return self
@@ -173,8 +201,12 @@ class TcpProxy:
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # the old listener leaves LISTEN once its accept thread notices; retry briefly
-        wait_for(lambda: _bind(sock, self.port), timeout=10, interval=0.05,
-                 what=f"port {self.port} to be free again")
+        wait_for(
+            lambda: _bind(sock, self.port),
+            timeout=10,
+            interval=0.05,
+            what=f"port {self.port} to be free again",
+        )
         sock.listen(128)
         sock.settimeout(0.2)
         self._listener = sock

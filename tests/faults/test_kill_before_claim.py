@@ -15,9 +15,9 @@ import pytest
 import redis as redis_lib
 from sqlalchemy import update
 
-from app.broker import send_chunk
-from app.jobs import ChunkMessage
-from app.models import Chunk, new_id, utcnow
+from stapel.broker import send_chunk
+from stapel.dispatch import ChunkMessage
+from stapel.tables import Chunk, new_id, utcnow
 from tests.factories import wait_for
 from tests.faults.harness import DEADLINE_S
 
@@ -36,11 +36,12 @@ def delivered(client: redis_lib.Redis) -> set[str]:
     return {json.loads(raw)[0]["headers"]["id"] for raw in client.hvals(UNACKED_KEY)}
 
 
-def test_worker_killed_between_delivery_and_claim(make_stack, fault_engine, reference, report,
-                                                  monkeypatch):
+def test_worker_killed_between_delivery_and_claim(
+    make_stack, fault_engine, reference, report, monkeypatch
+):
     stack = make_stack()
     (first,) = stack.start("a", concurrency=1, beat=False)
-    monkeypatch.setattr("app.api.jobs.send_chunks", lambda celery, messages: {})
+    monkeypatch.setattr("stapel.dispatch.send_chunk", lambda celery, message, task_id: False)
     ids = stack.submit([100, 100, 100])
     client = redis_lib.Redis.from_url(stack.redis_url)
     with fault_engine.connect() as conn:
@@ -49,12 +50,23 @@ def test_worker_killed_between_delivery_and_claim(make_stack, fault_engine, refe
         for job_id in ids:  # record the send under a lock the worker's claim waits for
             (chunk,) = stack.chunks(job_id)
             task_ids[job_id] = new_id()
-            conn.execute(update(Chunk).where(Chunk.id == chunk.id)
-                         .values(task_id=task_ids[job_id], sent_at=utcnow()))
-            assert send_chunk(stack.celery, ChunkMessage(chunk.id, job_id, "cpu", 5),
-                              task_ids[job_id])
-        taken = wait_for(lambda: delivered(client) & set(task_ids.values()),
-                         timeout=DEADLINE_S, what="the worker to take a message")
+            conn.execute(
+                update(Chunk)
+                .where(Chunk.id == chunk.id)
+                .values(task_id=task_ids[job_id], sent_at=utcnow())
+            )
+            assert send_chunk(
+                stack.celery,
+                ChunkMessage(
+                    chunk.id, job_id, "cpu", 5, "cpu", chunk.end_segment - chunk.first_segment
+                ),
+                task_ids[job_id],
+            )
+        taken = wait_for(
+            lambda: delivered(client) & set(task_ids.values()),
+            timeout=DEADLINE_S,
+            what="the worker to take a message",
+        )
         first.kill()
         killed_at = time.monotonic()
         lock.commit()
@@ -67,8 +79,10 @@ def test_worker_killed_between_delivery_and_claim(make_stack, fault_engine, refe
         finished_at = None
     figures = stack.verify("kill_between_delivery_and_claim", ids, reference)
     figures.recover_s = round(finished_at - killed_at, 2) if finished_at else None
-    figures.notes = {"messages_taken_by_killed_worker": len(taken),
-                     "deadline_s": RECOVERY_DEADLINE_S}
+    figures.notes = {
+        "messages_taken_by_killed_worker": len(taken),
+        "deadline_s": RECOVERY_DEADLINE_S,
+    }
     report(figures)
 
     assert figures.succeeded == len(ids), stack.logs()[-3000:]

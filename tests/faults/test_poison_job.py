@@ -31,16 +31,22 @@ def test_chunk_that_kills_its_worker_fails_after_max_attempts(make_stack, refere
             return "failed"
         return "claimed" if f"chunk claimed logid={poison} " in current.full_log() else None
 
-    while wait_for(claimed_or_failed, timeout=DEADLINE_S, interval=0.05,
-                   what="the poison chunk to be claimed or its job to fail") == "claimed":
+    while (
+        wait_for(
+            claimed_or_failed,
+            timeout=DEADLINE_S,
+            interval=0.05,
+            what="the poison chunk to be claimed or its job to fail",
+        )
+        == "claimed"
+    ):
         current.kill()
         kills += 1
         assert kills <= max_attempts, "the poison chunk was handed out again after the limit"
         current = stack.worker(f"w{kills}", concurrency=1)
 
     finished_at = stack.wait_done([poison, *others])
-    figures = stack.verify("poison_chunk", [poison, *others], reference,
-                           expect={poison: "failed"})
+    figures = stack.verify("poison_chunk", [poison, *others], reference, expect={poison: "failed"})
     figures.recover_s = round(finished_at - started_at, 2)
     job = stack.jobs([poison])[poison]
     figures.notes = {"worker_kills": kills, "max_attempts": max_attempts, "error": job.error}

@@ -30,14 +30,19 @@ def redis_server(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["aof_restart", "wiped"])
-def test_redis_restart_mid_run_loses_no_job(mode, redis_server, make_stack, reference, report,
-                                           tmp_path):
+def test_redis_restart_mid_run_loses_no_job(
+    mode, redis_server, make_stack, reference, report, tmp_path
+):
     """aof_restart: SIGTERM, same dir (messages kept); wiped: SIGKILL, empty dir (all lost)."""
     stack = make_stack(redis_url=redis_server.url, chunk_segments=100)
     stack.start("a")
     ids = stack.submit([400, 400, 400, 400])
-    wait_for(lambda: any(j.segments_done for j in stack.jobs(ids).values()),
-             timeout=DEADLINE_S, interval=0.05, what="translation to start")
+    wait_for(
+        lambda: any(j.segments_done for j in stack.jobs(ids).values()),
+        timeout=DEADLINE_S,
+        interval=0.05,
+        what="translation to start",
+    )
 
     if mode == "wiped":
         redis_server.stop(signal.SIGKILL)
@@ -50,9 +55,11 @@ def test_redis_restart_mid_run_loses_no_job(mode, redis_server, make_stack, refe
     finished_at = stack.wait_done(ids)
     figures = stack.verify(f"redis_{mode}", ids, reference)
     figures.recover_s = round(finished_at - fault_at, 2)
-    figures.notes = {"outage_s": OUTAGE_S,
-                     "resent_by_watchdog": stack.logs().count("resending chunk"),
-                     "duplicates_skipped": stack.logs().count("chunk not claimable")}
+    figures.notes = {
+        "outage_s": OUTAGE_S,
+        "resent_by_watchdog": stack.logs().count("resending chunk"),
+        "duplicates_skipped": stack.logs().count("chunk not claimable"),
+    }
     report(figures)
 
     assert figures.succeeded == len(ids), stack.logs()[-4000:]

@@ -7,24 +7,26 @@ import time
 import pytest
 from sqlalchemy import select
 
-from app.models import Chunk
+from stapel.tables import Chunk
 from tests.factories import wait_for
 from tests.faults.harness import DEADLINE_S, SHORT_ENV
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 
-def test_job_committed_but_never_sent_is_sent_by_the_watchdog(make_stack, reference, report,
-                                                              monkeypatch):
+def test_job_committed_but_never_sent_is_sent_by_the_watchdog(
+    make_stack, reference, report, monkeypatch
+):
     stack = make_stack()
     stack.start("a")
     # the crash: the rows are committed, then the process dies before send_task
-    monkeypatch.setattr("app.api.jobs.send_chunks", lambda celery, messages: {})
+    monkeypatch.setattr("stapel.dispatch.send_chunk", lambda celery, message, task_id: False)
     ids = stack.submit([200, 200, 200])
     crashed_at = time.monotonic()
     with stack.sessions() as s:
-        assert s.scalars(select(Chunk.sent_at).where(Chunk.job_id.in_(ids))).all() == \
-            [None] * len(ids)
+        assert s.scalars(select(Chunk.sent_at).where(Chunk.job_id.in_(ids))).all() == [None] * len(
+            ids
+        )
 
     def all_sent():
         with stack.sessions() as s:
@@ -35,9 +37,11 @@ def test_job_committed_but_never_sent_is_sent_by_the_watchdog(make_stack, refere
     finished_at = stack.wait_done(ids)
     figures = stack.verify("crash_between_commit_and_send", ids, reference)
     figures.recover_s = round(finished_at - crashed_at, 2)
-    figures.notes = {"sent_after_s": round(sent_after, 2),
-                     "grace_s": float(SHORT_ENV["STAPEL_REQUEUE_GRACE_S"]),
-                     "watchdog_s": float(SHORT_ENV["STAPEL_WATCHDOG_S"])}
+    figures.notes = {
+        "sent_after_s": round(sent_after, 2),
+        "grace_s": float(SHORT_ENV["STAPEL_REQUEUE_GRACE_S"]),
+        "watchdog_s": float(SHORT_ENV["STAPEL_WATCHDOG_S"]),
+    }
     report(figures)
 
     assert figures.succeeded == len(ids), stack.logs()[-4000:]

@@ -17,8 +17,12 @@ def test_sigterm_lets_running_jobs_finish(make_stack, reference, report):
     stack = make_stack()
     (first,) = stack.start("a")
     ids = stack.submit([1000, 1000, 150, 150])
-    chunk = wait_for(lambda: stack.running_on(ids[0]) or stack.running_on(ids[1]),
-                     timeout=DEADLINE_S, interval=0.05, what="a big job to be running")
+    chunk = wait_for(
+        lambda: stack.running_on(ids[0]) or stack.running_on(ids[1]),
+        timeout=DEADLINE_S,
+        interval=0.05,
+        what="a big job to be running",
+    )
     running = [j for j in ids[:2] if any(c.status == "running" for c in stack.chunks(j))]
     first.signal(signal.SIGTERM)
     term_at = time.monotonic()
@@ -33,8 +37,11 @@ def test_sigterm_lets_running_jobs_finish(make_stack, reference, report):
     finished_at = stack.wait_done(ids)
     figures = stack.verify("sigterm_busy_worker", ids, reference)
     figures.recover_s = round(finished_at - term_at, 2)
-    figures.notes = {"running_at_sigterm": len(running), "exit_after_s": round(exited_after, 2),
-                     "segments_done_at_sigterm": chunk.done}
+    figures.notes = {
+        "running_at_sigterm": len(running),
+        "exit_after_s": round(exited_after, 2),
+        "segments_done_at_sigterm": chunk.done,
+    }
     report(figures)
 
     assert figures.succeeded == len(ids), stack.logs()[-4000:]

@@ -21,8 +21,12 @@ def test_sigkill_mid_job_is_resumed_on_another_worker(make_stack, reference, rep
     ids = stack.submit([BIG, SMALL, SMALL, SMALL])
     big = ids[0]
 
-    chunk = wait_for(lambda: stack.running_on(big), timeout=DEADLINE_S, interval=0.05,
-                     what="the big job to have written segments")
+    chunk = wait_for(
+        lambda: stack.running_on(big),
+        timeout=DEADLINE_S,
+        interval=0.05,
+        what="the big job to have written segments",
+    )
     victim = next(w for w in workers if w.name == chunk.worker)
     victim.kill()
     killed_at = time.monotonic()
@@ -41,8 +45,9 @@ def test_sigkill_mid_job_is_resumed_on_another_worker(make_stack, reference, rep
     assert 0 < done_before < BIG, "the kill did not land mid-chunk"
     # the second attempt translated only what the first had not written (resume)
     survivor = next(w for w in workers if w is not victim)
-    resumed_with = int(re.search(f"chunk done logid={big} chunk=0 segments=(\\d+)",
-                                 survivor.full_log()).group(1))
+    resumed_with = int(
+        re.search(f"chunk done logid={big} chunk=0 segments=(\\d+)", survivor.full_log()).group(1)
+    )
     figures.notes["segments_in_second_attempt"] = resumed_with
     report(figures)
     assert resumed_with <= BIG - done_before

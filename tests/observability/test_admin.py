@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from sqlalchemy import func, select, update
 
-from app.models import Chunk, Job, Segment, utcnow
+from stapel.tables import Chunk, Job, Segment, utcnow
 from tests.factories import job_body
 
 
@@ -27,15 +27,22 @@ def test_cancel_needs_no_tenant_and_refuses_a_finished_job(app, client, auth, ru
     assert missing.exit_code == 1 and "no job" in missing.output
 
 
-def test_requeue_puts_a_failed_job_back_and_sends_its_chunks(app, client, auth, runner,
-                                                             redis_client):
+def test_requeue_puts_a_failed_job_back_and_sends_its_chunks(
+    app, client, auth, runner, redis_client
+):
     job_id = submit(client, auth)
     sessions = app.extensions["stapel"].sessions
     with sessions() as s:
-        s.execute(update(Job).where(Job.id == job_id)
-                  .values(status="failed", error="boom", finished_at=utcnow()))
-        s.execute(update(Chunk).where(Chunk.job_id == job_id)
-                  .values(status="failed", attempts=3, error="boom"))
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(status="failed", error="boom", finished_at=utcnow())
+        )
+        s.execute(
+            update(Chunk)
+            .where(Chunk.job_id == job_id)
+            .values(status="failed", attempts=3, error="boom")
+        )
         s.commit()
     redis_client.flushdb()
     result = runner.invoke(args=["jobs", "requeue", job_id])
@@ -62,17 +69,22 @@ def test_purge_deletes_only_old_finished_jobs_with_their_rows(app, client, auth,
     old, recent, running = (submit(client, auth) for _ in range(3))
     now = utcnow()
     with app.extensions["stapel"].sessions() as s:
-        s.execute(update(Job).where(Job.id == old)
-                  .values(status="succeeded", finished_at=now - timedelta(days=40)))
-        s.execute(update(Job).where(Job.id == recent)
-                  .values(status="failed", finished_at=now - timedelta(days=2)))
+        s.execute(
+            update(Job)
+            .where(Job.id == old)
+            .values(status="succeeded", finished_at=now - timedelta(days=40))
+        )
+        s.execute(
+            update(Job)
+            .where(Job.id == recent)
+            .values(status="failed", finished_at=now - timedelta(days=2))
+        )
         s.execute(update(Job).where(Job.id == running).values(status="running"))
         s.commit()
     result = runner.invoke(args=["jobs", "purge", "--older-than-days", "30"])
     assert result.exit_code == 0 and "purged 1 job(s)" in result.output
     with app.extensions["stapel"].sessions() as s:
         assert set(s.scalars(select(Job.id))) == {recent, running}
-        assert s.scalar(select(func.count()).select_from(Segment)
-                        .where(Segment.job_id == old)) == 0
+        assert s.scalar(select(func.count()).select_from(Segment).where(Segment.job_id == old)) == 0
         assert s.scalar(select(func.count()).select_from(Chunk).where(Chunk.job_id == old)) == 0
     assert runner.invoke(args=["jobs", "purge"]).exit_code == 2

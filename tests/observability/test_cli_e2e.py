@@ -23,11 +23,14 @@ def server(app):
         yield srv
 
 
-@pytest.mark.parametrize("done, total, elapsed, expected", [
-    (0, 10, 0.0, "[..........] 0/10 segments 0.0/s ETA ?"),
-    (5, 10, 1.0, "[#####.....] 5/10 segments 5.0/s ETA 1s"),
-    (10, 10, 2.0, "[##########] 10/10 segments 5.0/s done"),
-])
+@pytest.mark.parametrize(
+    "done, total, elapsed, expected",
+    [
+        (0, 10, 0.0, "[..........] 0/10 segments 0.0/s ETA ?"),
+        (5, 10, 1.0, "[#####.....] 5/10 segments 5.0/s ETA 1s"),
+        (10, 10, 2.0, "[##########] 10/10 segments 5.0/s done"),
+    ],
+)
 def test_progress_line(done, total, elapsed, expected):
     assert progress_line(done, total, elapsed, width=10) == expected
 
@@ -37,25 +40,61 @@ def test_errors_name_the_cause_and_exit_non_zero(server, tmp_path, capsys):
     text.write_text("Hello.\n")
     assert main(["--url", server.url, "--key", "stp_wrong", "status", "x"]) == 1
     assert "HTTP 401" in capsys.readouterr().err
-    args = ["--url", server.url, "--key", "stp_wrong", "translate", str(text), "--from", "en",
-            "--to", "de"]
+    args = [
+        "--url",
+        server.url,
+        "--key",
+        "stp_wrong",
+        "translate",
+        str(text),
+        "--from",
+        "en",
+        "--to",
+        "de",
+    ]
     assert main(args) == 1 and "(unauthorized)" in capsys.readouterr().err
     assert main(args[:5] + [str(tmp_path / "missing.txt")] + args[6:]) == 1
     assert "no such file" in capsys.readouterr().err
     closed = f"http://127.0.0.1:{free_port()}"
-    done = subprocess.run([str(ROOT / "bin" / "stapel"), "--url", closed, "--key", "k", "jobs"],
-                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin"})
+    done = subprocess.run(
+        [str(ROOT / "bin" / "stapel"), "--url", closed, "--key", "k", "jobs"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin"},
+    )
     assert done.returncode == 1 and f"cannot connect to {closed}" in done.stderr
-    missing_key = subprocess.run([sys.executable, "-m", "stapel_cli", "jobs"], cwd=ROOT,
-                                 capture_output=True, text=True, timeout=60, env={})
+    missing_key = subprocess.run(
+        [sys.executable, "-m", "stapel_cli", "jobs"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={},
+    )
     assert missing_key.returncode == 2 and "no API key" in missing_key.stderr
 
 
 def test_bad_request_shows_the_servers_message(server, api_key, tmp_path, capsys):
     text = tmp_path / "a.txt"
     text.write_text("Hello.\n")
-    assert main(["--url", server.url, "--key", api_key, "translate", str(text), "--from", "en",
-                 "--to", "xx"]) == 1
+    assert (
+        main(
+            [
+                "--url",
+                server.url,
+                "--key",
+                api_key,
+                "translate",
+                str(text),
+                "--from",
+                "en",
+                "--to",
+                "xx",
+            ]
+        )
+        == 1
+    )
     assert "(unknown_language_pair)" in capsys.readouterr().err
 
 
@@ -69,22 +108,39 @@ def metric(text: str, name: str, **labels) -> float:
 
 @pytest.mark.e2e
 def test_translate_files_end_to_end_with_worker_metrics_and_logs(
-        app, server, api_key, settings_overrides, tmp_path, capsys):
+    app, server, api_key, settings_overrides, tmp_path, capsys
+):
     log_dir, port = tmp_path / "log", free_port()
-    env = {"DATABASE_URL": settings_overrides["database_url"],
-           "REDIS_URL": settings_overrides["redis_url"],
-           "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),
-           "STAPEL_MAX_DECODING_LENGTH": "16", "STAPEL_BATCH_TOKENS": "256",
-           "STAPEL_METRICS_PORT": str(port), "STAPEL_LOG_DIR": str(log_dir),
-           "STAPEL_TRACER_S": "1"}
+    env = {
+        "DATABASE_URL": settings_overrides["database_url"],
+        "REDIS_URL": settings_overrides["redis_url"],
+        "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),
+        "STAPEL_MAX_DECODING_LENGTH": "16",
+        "STAPEL_BATCH_TOKENS": "256",
+        "STAPEL_METRICS_PORT": str(port),
+        "STAPEL_LOG_DIR": str(log_dir),
+        "STAPEL_TRACER_S": "1",
+    }
     worker = WorkerProcess(env, tmp_path).start(app.extensions["stapel"].celery)
     try:
         first, second = tmp_path / "chapter1.txt", tmp_path / "chapter2.txt"
         first.write_text("\n".join([*sentences(4), "", sentences(1, seed=3)[0]]) + "\n")
         second.write_text("\n".join(sentences(3, seed=5)) + "\n")
         base = ["--url", server.url, "--key", api_key]
-        code = main([*base, "translate", str(first), str(second), "--from", "en", "--to", "de",
-                     "--interval", "0.2"])
+        code = main(
+            [
+                *base,
+                "translate",
+                str(first),
+                str(second),
+                "--from",
+                "en",
+                "--to",
+                "de",
+                "--interval",
+                "0.2",
+            ]
+        )
         out, err = capsys.readouterr()
         assert code == 0, (err, worker.log())
         assert out.split() == [str(output_path(first, "de")), str(output_path(second, "de"))]
@@ -112,10 +168,15 @@ def test_translate_files_end_to_end_with_worker_metrics_and_logs(
         assert metric(scraped, "stapel_batch_size_count", pair="en-de") >= 1
 
         tracer = log_dir / "stapel.tracer"
-        wait_for(lambda: tracer.exists() and re.search(r"stage=translate count=[1-9]",
-                                                       tracer.read_text())
-                 and f"worker={worker.name} models=en-de" in tracer.read_text(),
-                 timeout=30, what="tracer blocks with translate times and loaded models")
+        wait_for(
+            lambda: (
+                tracer.exists()
+                and re.search(r"stage=translate count=[1-9]", tracer.read_text())
+                and f"worker={worker.name} models=en-de" in tracer.read_text()
+            ),
+            timeout=30,
+            what="tracer blocks with translate times and loaded models",
+        )
         block = tracer.read_text()
         assert f"tracer process={worker.name}" in block and "latency_s p50=" in block
         assert "queue_depth" in block and f"worker={worker.name} models=en-de" in block

@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
-from app import logs
+from stapel import logs
+from stapel.settings import Settings
 from tests.factories import job_body
 
 
@@ -24,7 +26,8 @@ def captured():
 
 
 def test_request_id_is_taken_from_the_header_and_stamped_on_the_request_lines(
-        client, auth, captured):
+    client, auth, captured
+):
     response = client.post("/v1/jobs", json=job_body(), headers={**auth, "X-Request-ID": "abc-1"})
     assert response.status_code == 202
     assert response.headers["X-Request-ID"] == "abc-1"
@@ -62,8 +65,9 @@ def test_job_context_adds_logid_and_chunk_once(captured):
 
 
 def test_keys_and_bearer_tokens_are_masked(captured):
-    logging.getLogger("stapel.test").warning("bad header Bearer stp_secretvalue123 key=%s",
-                                             "stp_another_secret")
+    logging.getLogger("stapel.test").warning(
+        "bad header Bearer stp_secretvalue123 key=%s", "stp_another_secret"
+    )
     line = captured.getvalue()
     assert "secretvalue" not in line and "another_secret" not in line
     assert "Bearer ***" in line and "stp_***" in line
@@ -96,6 +100,8 @@ def test_files_split_by_level_and_json_lines(tmp_path):
     assert "tracer block" not in (tmp_path / "stapel.log").read_text()
 
 
-def test_configure_writes_no_files_without_a_log_dir(monkeypatch):
-    assert logs.log_dir({}) is None
-    assert str(logs.log_dir({"STAPEL_LOG_DIR": "var/log"})) == "var/log"
+def test_log_settings_come_from_the_environment():
+    assert Settings.from_env({}).log_dir is None
+    assert Settings.from_env({"STAPEL_LOG_DIR": "var/log"}).log_dir == Path("var/log")
+    assert Settings.from_env({"STAPEL_LOG_JSON": "1"}).log_json is True
+    assert Settings.from_env({"STAPEL_LOG_JSON": "0"}).log_json is False

@@ -7,14 +7,17 @@ import logging
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import logs, metrics, tracer
-from app.presence import publish
+from stapel import logs, metrics, tracer
+from stapel.presence import publish
 from tests.factories import job_body
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_metrics_show_jobs_queue_depth_workers_and_autoscaler(client, auth, redis_client):
@@ -31,15 +34,24 @@ def test_metrics_show_jobs_queue_depth_workers_and_autoscaler(client, auth, redi
     assert got[("stapel_worker_models_loaded", (("pool", "cpu"), ("worker", "cpu-1@host")))] == 1
     assert got[("stapel_autoscaler_desired_replicas", (("pool", "cpu"),))] == 3
     assert got[("stapel_autoscaler_replicas", (("pool", "cpu"),))] == 1
-    posted = ("stapel_http_requests_total",
-              (("endpoint", "/v1/jobs"), ("method", "POST"), ("status", "202")))
+    posted = (
+        "stapel_http_requests_total",
+        (("endpoint", "/v1/jobs"), ("method", "POST"), ("status", "202")),
+    )
     assert got[posted] >= 2
 
 
-@pytest.mark.parametrize("values, q, expected", [
-    ([], 50, 0.0), ([5.0], 99, 5.0), ([1, 2, 3, 4], 50, 2), ([1, 2, 3, 4], 90, 4),
-    (list(range(1, 101)), 95, 95), (list(range(1, 101)), 99, 99),
-])
+@pytest.mark.parametrize(
+    "values, q, expected",
+    [
+        ([], 50, 0.0),
+        ([5.0], 99, 5.0),
+        ([1, 2, 3, 4], 50, 2),
+        ([1, 2, 3, 4], 90, 4),
+        (list(range(1, 101)), 95, 95),
+        (list(range(1, 101)), 99, 99),
+    ],
+)
 def test_percentile_by_nearest_rank(values, q, expected):
     assert tracer.percentile(values, q) == expected
 
@@ -50,8 +62,13 @@ def test_tracer_block_has_every_section():
     window.stage("translate", 0.4)
     window.batch(8, 0.5)
     window.segments(30)
-    cluster = tracer.Cluster(finished=4, succeeded=3, latencies=[1, 2, 3, 10],
-                             queued={"cpu": 5, "gpu": 1}, models={"cpu@a": ["en-de"]})
+    cluster = tracer.Cluster(
+        finished=4,
+        succeeded=3,
+        latencies=[1, 2, 3, 10],
+        queued={"cpu": 5, "gpu": 1},
+        models={"cpu@a": ["en-de"]},
+    )
     block = tracer.format_block("cpu@a", 10, window, cluster)
     assert "stage=translate count=2 total_s=0.600 avg_ms=300.0" in block
     assert "stage=queue_wait count=0" in block and "stage=write count=0" in block

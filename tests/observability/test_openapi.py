@@ -10,9 +10,12 @@ IGNORED = {"HEAD", "OPTIONS"}
 
 
 def routes(app) -> set[tuple[str, str]]:
-    return {(re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule), method.lower())
-            for rule in app.url_map.iter_rules() if rule.endpoint != "static"
-            for method in rule.methods - IGNORED}
+    return {
+        (re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule), method.lower())
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint != "static"
+        for method in rule.methods - IGNORED
+    }
 
 
 def test_document_lists_exactly_the_routes_of_the_app(app, client):
@@ -32,8 +35,10 @@ def test_every_documented_error_matches_the_readme_table(client):
             assert f"`{code}`" in readme, f"{code} ({status}) missing from the README"
     create = doc["paths"]["/v1/jobs"]["post"]["responses"]
     assert {"202", "200", "400", "401", "413", "503"} <= create.keys()
-    assert "job_finished" in doc["paths"]["/v1/jobs/{job_id}/cancel"]["post"]["responses"][
-        "409"]["description"]
+    assert (
+        "job_finished"
+        in doc["paths"]["/v1/jobs/{job_id}/cancel"]["post"]["responses"]["409"]["description"]
+    )
     assert doc["paths"]["/v1/openapi.json"]["get"]["security"] == []
 
 

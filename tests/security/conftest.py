@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import create_app
-from app.auth import create_key
+from stapel.keys import create_key
 
 
 @pytest.fixture

@@ -11,18 +11,39 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from app import callbacks, jobs, netguard
-from app import chunks as ch
-from app.auth import get_or_create_tenant
-from app.models import Chunk, Job
+from stapel import callbacks, jobs, netguard
+from stapel import chunks as ch
+from stapel.keys import get_or_create_tenant
+from stapel.tables import Chunk, Job
 from tests.factories import job_body
 
-BLOCKED = ["127.0.0.1", "127.1.2.3", "0.0.0.0", "10.0.0.1", "172.16.5.4", "192.168.1.1",
-           "100.64.0.1", "169.254.169.254", "169.254.170.2", "100.100.100.200", "224.0.0.1",
-           "239.255.255.250", "240.0.0.1", "255.255.255.255", "198.18.0.1",
-           "::1", "::", "fe80::1", "fc00::1", "fd00:ec2::254", "ff02::1",
-           "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
-           "2002:7f00:1::1"]
+BLOCKED = [
+    "127.0.0.1",
+    "127.1.2.3",
+    "0.0.0.0",
+    "10.0.0.1",
+    "172.16.5.4",
+    "192.168.1.1",
+    "100.64.0.1",
+    "169.254.169.254",
+    "169.254.170.2",
+    "100.100.100.200",
+    "224.0.0.1",
+    "239.255.255.250",
+    "240.0.0.1",
+    "255.255.255.255",
+    "198.18.0.1",
+    "::1",
+    "::",
+    "fe80::1",
+    "fc00::1",
+    "fd00:ec2::254",
+    "ff02::1",
+    "::ffff:127.0.0.1",
+    "::ffff:169.254.169.254",
+    "64:ff9b::a9fe:a9fe",
+    "2002:7f00:1::1",
+]
 PUBLIC = ["93.184.216.34", "8.8.8.8", "1.1.1.1", "2606:4700:4700::1111"]
 
 
@@ -87,8 +108,9 @@ def test_delivery_connects_to_the_checked_ip_with_the_url_host(hook, monkeypatch
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
     monkeypatch.setattr(socket, "getaddrinfo", fake_getaddrinfo)
-    status = netguard.post(f"http://hooks.example.com:{hook}/done", b"{}", {},
-                           allow_hosts=("127.0.0.1",))
+    status = netguard.post(
+        f"http://hooks.example.com:{hook}/done", b"{}", {}, allow_hosts=("127.0.0.1",)
+    )
     assert status == 204
     assert asked[0] == "hooks.example.com"
     assert set(asked[1:]) <= {"127.0.0.1"}, "the connection used the checked IP, no new DNS"
@@ -97,21 +119,33 @@ def test_delivery_connects_to_the_checked_ip_with_the_url_host(hook, monkeypatch
 
 def test_redirects_are_not_followed_and_answers_are_read_bounded(hook):
     _Hook.answer = (302, b"")
-    assert netguard.post(f"http://127.0.0.1:{hook}/", b"{}", {},
-                         allow_hosts=("127.0.0.1",)) == 302
+    assert netguard.post(f"http://127.0.0.1:{hook}/", b"{}", {}, allow_hosts=("127.0.0.1",)) == 302
     assert len(_Hook.seen) == 1, "the redirect to the metadata service was not followed"
     _Hook.answer = (200, b"x" * 5_000_000)
-    assert netguard.post(f"http://127.0.0.1:{hook}/", b"{}", {}, allow_hosts=("127.0.0.1",),
-                         max_response_bytes=1024) == 200
+    assert (
+        netguard.post(
+            f"http://127.0.0.1:{hook}/",
+            b"{}",
+            {},
+            allow_hosts=("127.0.0.1",),
+            max_response_bytes=1024,
+        )
+        == 200
+    )
 
 
 def _finished_job(session, url):
     tenant = get_or_create_tenant(session, "acme").id
-    job, _ = jobs.create_job(session, tenant, jobs.JobSpec(
-        "en", "de", [jobs.DocumentSpec(None, ["a"])], callback_url=url),
-        gpu_threshold=100, chunk_segments=10)
-    claim = ch.claim_chunk(session, session.scalar(
-        select(Chunk.id).where(Chunk.job_id == job.id)), "w")
+    job, _ = jobs.create_job(
+        session,
+        tenant,
+        jobs.JobSpec("en", "de", [jobs.DocumentSpec(None, ["a"])], callback_url=url),
+        gpu_threshold=100,
+        chunk_segments=10,
+    )
+    claim = ch.claim_chunk(
+        session, session.scalar(select(Chunk.id).where(Chunk.job_id == job.id)), "w"
+    )
     ch.record_batch(session, claim, [(0, "A")])
     ch.finish_chunk(session, claim)
     return job.id
@@ -121,13 +155,14 @@ def test_a_blocked_callback_fails_at_once_without_retries(session, hook):
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    logging.getLogger("app.callbacks").addHandler(handler)
+    logging.getLogger("stapel.callbacks").addHandler(handler)
     job_id = _finished_job(session, f"http://127.0.0.1:{hook}/done")
     try:
         outcome, delay = callbacks.deliver(
-            session, job_id, lambda url, body, headers: netguard.post(url, body, headers))
+            session, job_id, lambda url, body, headers: netguard.post(url, body, headers)
+        )
     finally:
-        logging.getLogger("app.callbacks").removeHandler(handler)
+        logging.getLogger("stapel.callbacks").removeHandler(handler)
     assert (outcome, delay) == ("failed", 0.0)
     session.expire_all()
     job = session.get(Job, job_id)
@@ -136,10 +171,18 @@ def test_a_blocked_callback_fails_at_once_without_retries(session, hook):
     assert any("blocked" in r.getMessage() and r.levelname == "WARNING" for r in records)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1/x", "http://[::1]:8080/x",
-                                 "http://169.254.169.254/latest/meta-data/",
-                                 "https://localhost/x", "http://10.1.2.3/x",
-                                 "http://[fd00:ec2::254]/x", "http://example.com:99999/x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/x",
+        "http://[::1]:8080/x",
+        "http://169.254.169.254/latest/meta-data/",
+        "https://localhost/x",
+        "http://10.1.2.3/x",
+        "http://[fd00:ec2::254]/x",
+        "http://example.com:99999/x",
+    ],
+)
 def test_literal_private_callbacks_are_refused_at_submit(client, auth, url):
     response = client.post("/v1/jobs", headers=auth, json=job_body(callback_url=url))
     assert response.status_code == 400
@@ -148,13 +191,15 @@ def test_literal_private_callbacks_are_refused_at_submit(client, auth, url):
 
 def test_an_allowed_host_is_accepted_at_submit(engine, redis_client, settings_overrides):
     from app import create_app
-    from app.auth import create_key
+    from stapel.keys import create_key
 
     app = create_app({**settings_overrides, "callback_allow_hosts": "127.0.0.1, hooks.local"})
     with app.extensions["stapel"].sessions() as s:
         key = create_key(s, "acme")[1]
     response = app.test_client().post(
-        "/v1/jobs", headers={"Authorization": f"Bearer {key}"},
-        json=job_body(callback_url="http://127.0.0.1:8080/x"))
+        "/v1/jobs",
+        headers={"Authorization": f"Bearer {key}"},
+        json=job_body(callback_url="http://127.0.0.1:8080/x"),
+    )
     assert response.status_code == 202
     app.extensions["stapel"].engine.dispose()

@@ -17,7 +17,7 @@ from schemathesis.specs.openapi.checks import (
 
 from app import create_app
 from app.api.openapi import document
-from app.auth import create_key
+from stapel.keys import create_key
 
 pytestmark = pytest.mark.slow
 
@@ -46,10 +46,11 @@ def test_the_fuzzed_document_is_the_served_one(client):
 
 
 @schema.parametrize()
-@settings(max_examples=25, derandomize=True, deadline=None,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_case_breaks_the_api_or_its_document(case, fuzz_app, fuzz_key):
     case.operation.schema.app = fuzz_app  # WSGI: requests go straight into the app
-    case.call_and_validate(app=fuzz_app, headers={"Authorization": f"Bearer {fuzz_key}"},
-                           checks=[
-        not_a_server_error, status_code_conformance, response_schema_conformance])
+    case.call_and_validate(
+        app=fuzz_app,
+        headers={"Authorization": f"Bearer {fuzz_key}"},
+        checks=[not_a_server_error, status_code_conformance, response_schema_conformance],
+    )

@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import select
 
-from app import quotas
-from app.auth import get_or_create_tenant
-from app.db import make_session_factory
-from app.models import Chunk
+from stapel import quotas
+from stapel.db import make_session_factory
+from stapel.keys import get_or_create_tenant
+from stapel.tables import Chunk
 from tests.factories import job_body
 from tests.security.conftest import key_for
 
@@ -37,16 +37,18 @@ def test_segments_per_day_quota_is_429_naming_the_quota_and_reset(make_app):
 def test_jobs_in_flight_quota_and_usage(make_app):
     app = make_app(quota_jobs_in_flight=2)
     client, acme = app.test_client(), key_for(app, "acme")
-    ids = [client.post("/v1/jobs", headers=acme, json=job_body()).get_json()["id"]
-           for _ in range(2)]
+    ids = [
+        client.post("/v1/jobs", headers=acme, json=job_body()).get_json()["id"] for _ in range(2)
+    ]
     response = client.post("/v1/jobs", headers=acme, json=job_body())
     assert response.status_code == 429
     assert response.get_json()["error"]["code"] == "quota_jobs_in_flight"
     assert client.get("/v1/usage", headers=acme).get_json()["jobs_in_flight"] == 2
     assert client.post(f"/v1/jobs/{ids[0]}/cancel", headers=acme).status_code == 200
     assert client.post("/v1/jobs", headers=acme, json=job_body()).status_code == 202
-    assert client.get("/v1/usage", headers=acme).get_json()["segments_today"] == 6, \
+    assert client.get("/v1/usage", headers=acme).get_json()["segments_today"] == 6, (
         "refused submissions are not counted"
+    )
 
 
 def test_an_idempotent_replay_uses_no_quota(make_app):
@@ -80,8 +82,10 @@ def test_concurrent_admissions_never_overshoot(engine, redis_client, session):
     for t in threads:
         t.join()
     assert len(admitted) == 6
-    assert quotas.usage(redis_client, session, tenant, segments_limit=20,
-                        jobs_limit=0).segments_today == 18
+    assert (
+        quotas.usage(redis_client, session, tenant, segments_limit=20, jobs_limit=0).segments_today
+        == 18
+    )
 
 
 def test_concurrent_submissions_never_overshoot_jobs_in_flight(make_app):
@@ -104,10 +108,18 @@ def test_concurrent_submissions_never_overshoot_jobs_in_flight(make_app):
     assert usage["jobs_in_flight"] == 5
 
 
-@pytest.mark.parametrize(("priority", "flying", "step", "expected"), [
-    (5, 0, 5, 5), (5, 4, 5, 5), (5, 5, 5, 4), (5, 12, 5, 3), (9, 100, 5, 0), (0, 0, 5, 0),
-    (7, 50, 0, 7),
-])
+@pytest.mark.parametrize(
+    ("priority", "flying", "step", "expected"),
+    [
+        (5, 0, 5, 5),
+        (5, 4, 5, 5),
+        (5, 5, 5, 4),
+        (5, 12, 5, 3),
+        (9, 100, 5, 0),
+        (0, 0, 5, 0),
+        (7, 50, 0, 7),
+    ],
+)
 def test_fair_priority(priority, flying, step, expected):
     assert quotas.fair_priority(priority, flying, step) == expected
 
@@ -128,8 +140,10 @@ def test_a_flooding_tenant_cannot_starve_another(make_app, session, redis_client
     app = make_app(fair_share_step=2)
     client = app.test_client()
     flood, late = key_for(app, "flood"), key_for(app, "late")
-    a_ids = [client.post("/v1/jobs", headers=flood, json=job_body([f"a{n}"])).get_json()["id"]
-             for n in range(12)]
+    a_ids = [
+        client.post("/v1/jobs", headers=flood, json=job_body([f"a{n}"])).get_json()["id"]
+        for n in range(12)
+    ]
     b_id = client.post("/v1/jobs", headers=late, json=job_body(["b"])).get_json()["id"]
     order = _dispatch_order(redis_client, session)
     assert sorted(order) == sorted([*a_ids, b_id]), "every job is queued once"

@@ -29,8 +29,9 @@ def test_the_limit_is_shared_by_every_web_process(make_app):
     response = first.test_client().post("/v1/jobs", headers=acme, json=job_body())
     assert response.status_code == 429 and "Retry-After" in response.headers
     assert response.get_json()["error"]["code"] == "rate_limited"
-    assert first.test_client().get("/v1/jobs", headers=acme).status_code == 200, \
+    assert first.test_client().get("/v1/jobs", headers=acme).status_code == 200, (
         "reads have their own budget"
+    )
 
 
 def test_probes_metrics_and_docs_are_not_limited(make_app):

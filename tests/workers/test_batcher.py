@@ -119,8 +119,15 @@ def recording_batcher(model_root, budget_of, wait_s=0.5):
     def width(text: str) -> int:
         return len(loaded.source.encode(text, out_type=str)) + len(suffix)
 
-    batcher = Batcher(recording, loaded.source, loaded.target, budget=budget_of(width),
-                      wait_s=wait_s, options=loaded.batcher.options, suffix=suffix)
+    batcher = Batcher(
+        recording,
+        loaded.source,
+        loaded.target,
+        budget=budget_of(width),
+        wait_s=wait_s,
+        options=loaded.batcher.options,
+        suffix=suffix,
+    )
     return batcher, recording, width
 
 
@@ -129,8 +136,10 @@ LONG, SHORT = "the green house on the hill by the river", "yes"
 
 def test_batches_group_similar_lengths_across_jobs(model_root):
     batcher, recording, width = recording_batcher(model_root, lambda w: 2 * w(LONG))
-    requests = [batcher.submit([(0, text)], job_id=str(n))
-                for n, text in enumerate([LONG, SHORT, LONG, SHORT])]
+    requests = [
+        batcher.submit([(0, text)], job_id=str(n))
+        for n, text in enumerate([LONG, SHORT, LONG, SHORT])
+    ]
     collect(*requests)
     # In arrival order the batches would be long+short twice, padded to the long width.
     assert recording.batches == [[width(LONG)] * 2, [width(SHORT)] * 2]
@@ -144,7 +153,8 @@ def test_oldest_segment_is_in_the_next_batch_even_among_shorter_ones(model_root)
     collect(first, *later)
     assert width(LONG) in recording.batches[0]
     assert sorted(size for batch in recording.batches for size in batch) == sorted(
-        [width(SHORT)] * 6 + [width(LONG)])
+        [width(SHORT)] * 6 + [width(LONG)]
+    )
 
 
 class Gate:
@@ -183,9 +193,16 @@ def gated_batcher(model_root, parallel: int, widths: int = 1):
     gate = Gate(loaded.translator)
     recording = Recording(gate)
     width = len(loaded.source.encode("ab", out_type=str)) + len(loaded.batcher.suffix)
-    batcher = Batcher(recording, loaded.source, loaded.target, budget=widths * width,
-                      wait_s=0.01, options=loaded.batcher.options,
-                      suffix=loaded.batcher.suffix, parallel=parallel)
+    batcher = Batcher(
+        recording,
+        loaded.source,
+        loaded.target,
+        budget=widths * width,
+        wait_s=0.01,
+        options=loaded.batcher.options,
+        suffix=loaded.batcher.suffix,
+        parallel=parallel,
+    )
     return batcher, gate, recording
 
 

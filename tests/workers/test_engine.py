@@ -6,14 +6,19 @@ import shutil
 
 import pytest
 
-from app.exceptions import PermanentTranslationError
-from app.registry import scan
+from stapel.exceptions import PermanentTranslationError
+from stapel.model_dirs import scan
 from workers.engine import Engine, pick_compute_type, pick_parallel
 
 
-@pytest.mark.parametrize(("device", "asked", "resolved"), [
-    ("cpu", "auto", "int8"), ("cuda", "auto", "int8_float16"), ("cpu", "float32", "float32"),
-])
+@pytest.mark.parametrize(
+    ("device", "asked", "resolved"),
+    [
+        ("cpu", "auto", "int8"),
+        ("cuda", "auto", "int8_float16"),
+        ("cpu", "float32", "float32"),
+    ],
+)
 def test_compute_type(device, asked, resolved):
     assert pick_compute_type(device, asked) == resolved
 
@@ -60,9 +65,18 @@ def test_registry_accepts_opus_mt_layout(model_root, tmp_path):
     shutil.copytree(model_root / "en-de", opus)
     for extra in ("tokenizer_config.json", "vocab.json", "generation_config.json"):
         (opus / extra).write_text("{}")
-    assert sorted(p.name for p in opus.iterdir()) == sorted([
-        "config.json", "model.bin", "shared_vocabulary.json", "source.spm", "target.spm",
-        "tokenizer_config.json", "vocab.json", "generation_config.json"])
+    assert sorted(p.name for p in opus.iterdir()) == sorted(
+        [
+            "config.json",
+            "model.bin",
+            "shared_vocabulary.json",
+            "source.spm",
+            "target.spm",
+            "tokenizer_config.json",
+            "vocab.json",
+            "generation_config.json",
+        ]
+    )
     found = scan(tmp_path / "root")
     assert list(found) == ["en-fi"] and found["en-fi"].source == "en"
     engine = Engine(tmp_path / "root", max_decoding_length=8)
@@ -79,13 +93,16 @@ def test_registry_skips_incomplete_and_misnamed(tmp_path, model_root):
     assert scan(tmp_path / "missing") == {}
 
 
-@pytest.mark.parametrize(("device", "threads", "asked", "resolved"), [
-    ("cpu", 2, 0, (2, 1)),   # default on CPU: one batch per thread
-    ("cpu", 8, 2, (2, 4)),   # two batches of four threads
-    ("cpu", 2, 4, (4, 1)),   # more batches than threads: one thread each
-    ("cuda", 16, 0, (1, 0)),  # one batch at a time on a GPU
-    ("cuda", 16, 2, (2, 0)),
-])
+@pytest.mark.parametrize(
+    ("device", "threads", "asked", "resolved"),
+    [
+        ("cpu", 2, 0, (2, 1)),  # default on CPU: one batch per thread
+        ("cpu", 8, 2, (2, 4)),  # two batches of four threads
+        ("cpu", 2, 4, (4, 1)),  # more batches than threads: one thread each
+        ("cuda", 16, 0, (1, 0)),  # one batch at a time on a GPU
+        ("cuda", 16, 2, (2, 0)),
+    ],
+)
 def test_parallel_batches_and_threads_per_batch(device, threads, asked, resolved):
     assert pick_parallel(device, threads, asked) == resolved
 
@@ -95,5 +112,5 @@ def test_engine_translates_with_the_parallel_translators(model_root):
     loaded = engine.model("en-de")
     assert loaded.translator.num_translators == 2
     assert engine.translate("en-de", ["hello"]) == Engine(
-        model_root, threads=1, parallel_batches=1, max_decoding_length=8).translate(
-        "en-de", ["hello"])
+        model_root, threads=1, parallel_batches=1, max_decoding_length=8
+    ).translate("en-de", ["hello"])

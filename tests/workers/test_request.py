@@ -22,8 +22,9 @@ def orphaned_message(redis_url):
     """
     conn = Connection(redis_url)
     queue = conn.SimpleQueue(f"test-ack-{uuid.uuid4().hex}")
-    queue.put([["chunk-id"], {}, {}],
-              headers={"id": str(uuid.uuid4()), "task": "stapel.translate_chunk"})
+    queue.put(
+        [["chunk-id"], {}, {}], headers={"id": str(uuid.uuid4()), "task": "stapel.translate_chunk"}
+    )
     message = queue.get(timeout=10)
     message.channel.qos.restore_unacked_once()
     conn.collect()
@@ -33,9 +34,14 @@ def orphaned_message(redis_url):
 
 def request_of(cls, message, errors):
     """Build a request the way a worker does, acking straight through the message."""
-    return cls(message, app=celery, task=celery.tasks["stapel.translate_chunk"],
-               connection_errors=errors,
-               on_ack=message.ack_log_error, on_reject=message.reject_log_error)
+    return cls(
+        message,
+        app=celery,
+        task=celery.tasks["stapel.translate_chunk"],
+        connection_errors=errors,
+        on_ack=message.ack_log_error,
+        on_reject=message.reject_log_error,
+    )
 
 
 def test_celery_request_raises_on_the_closed_channel(orphaned_message):

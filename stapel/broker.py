@@ -1,0 +1,107 @@
+"""Sending chunk tasks by name, and reading which task messages the broker still holds."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from stapel.celery_config import CALLBACK_QUEUE, celery_config
+from stapel.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TRANSLATE_TASK = "stapel.translate_chunk"
+"""The stable name of the task that translates one chunk."""
+CALLBACK_TASK = "stapel.deliver_callback"
+"""The stable name of the task that delivers one job's callback."""
+WATCHDOG_TASK = "stapel.watchdog"
+
+PRIORITY_SEP = ":"
+
+
+@dataclass(frozen=True)
+class ChunkMessage:
+    """One chunk's task message, as it is sent."""
+
+    chunk_id: str
+    job_id: str
+    pool: str
+    priority: int
+    """The API's scale (9 most urgent); the broker's is `broker.broker_priority`."""
+    queue: str
+    segments: int
+    """The chunk's size, sent along so a worker can budget without asking the DB."""
+
+
+def make_celery(settings: Settings) -> Celery:
+    """Return a Celery app configured from settings, used only to send tasks."""
+    celery = Celery("stapel")
+    celery.conf.update(celery_config(settings))
+    return celery
+
+
+def broker_priority(priority: int) -> int:
+    """Map the API's priority (9 most urgent) to Redis's (0 served first)."""
+    return 9 - priority
+
+
+def send_chunk(celery: Celery, message: ChunkMessage, task_id: str) -> bool:
+    """Send one chunk's task under task_id; False (and a log line) if the broker is down."""
+    try:
+        celery.send_task(
+            TRANSLATE_TASK,
+            args=[message.chunk_id],
+            kwargs={} if message.segments is None else {"segments": message.segments},
+            queue=message.queue,
+            priority=broker_priority(message.priority),
+            task_id=task_id,
+        )
+    except (OperationalError, redis.RedisError, OSError) as exc:
+        log.warning(
+            "send failed logid=%s chunk_id=%s error=%s; the watchdog will resend",
+            message.job_id,
+            message.chunk_id,
+            type(exc).__name__,
+        )
+        return False
+    return True
+
+
+def send_callback(celery: Celery, job_id: str) -> bool:
+    """Queue the delivery of a job's callback; False (logged) if the broker is down."""
+    try:
+        celery.send_task(CALLBACK_TASK, args=[job_id], queue=CALLBACK_QUEUE)
+    except (OperationalError, redis.RedisError, OSError) as exc:
+        log.warning(
+            "callback send failed logid=%s error=%s; the watchdog will resend",
+            job_id,
+            type(exc).__name__,
+        )
+        return False
+    return True
+
+
+def waiting_task_ids(client: redis.Redis, queues: list[str]) -> set[str]:
+    """Return the ids of task messages still waiting in the queues (all priorities).
+
+    Messages already delivered (Redis's `unacked` hash) do not count: a chunk that stays
+    `queued` past the grace period after its message was delivered lost its worker
+    between delivery and claim, and sending it again is safe (the claim is a
+    compare-and-set), while waiting for the visibility timeout would take hours.
+    """
+    ids: set[str] = set()
+    keys = [q if p == 0 else f"{q}{PRIORITY_SEP}{p}" for q in queues for p in range(10)]
+    for key in keys:
+        for raw in client.lrange(key, 0, -1):
+            ids.add(_task_id(json.loads(raw)))
+    ids.discard("")
+    return ids
+
+
+def _task_id(message: dict) -> str:
+    return str(message.get("headers", {}).get("id", ""))

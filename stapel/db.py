@@ -1,0 +1,137 @@
+"""Engine and session factory for the configured database (SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar, cast
+
+from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
+
+_WRITES = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine; SQLite gets WAL, a busy timeout and enforced foreign keys."""
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # No pool limit: a worker runs many tasks at once, SQLite connections are cheap,
+        # and writers queue on the file lock (busy timeout), not on a pool. Twenty are
+        # kept open for reuse (opening one costs a connect and four pragmas).
+        engine = create_engine(
+            url,
+            connect_args={"timeout": 30, "check_same_thread": False},
+            pool_size=20,
+            max_overflow=-1,
+        )
+
+        _one_writer_per_process(engine)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40)
+
+
+WRITE_WAIT_S = 30
+"""How long a thread waits for its process's SQLite write turn (as long as busy_timeout)."""
+
+
+def _one_writer_per_process(engine: Engine) -> None:
+    """Let one thread at a time write to SQLite from this process; the others queue here.
+
+    SQLite has one write lock per file. Threads that wait for it inside SQLite sleep in
+    growing steps (1, 2, 5, ... 100 ms) and the lock sits idle between them: under many
+    writers a commit of a fraction of a millisecond costs several. Queued on a Python
+    lock instead, the next writer starts as soon as the last one commits. The lock is
+    taken at a transaction's first write statement (when SQLite takes its own) and given
+    back at commit or rollback.
+    """
+    lock = threading.Lock()
+
+    def release(conn) -> None:
+        if conn.info.pop("stapel_writer", False):
+            lock.release()
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _take(conn, _cursor, statement, _params, _context, _many) -> None:
+        if conn.info.get("stapel_writer") or not _WRITES.match(statement):
+            return
+        if not lock.acquire(timeout=WRITE_WAIT_S):
+            raise OperationalError(
+                statement,
+                None,
+                Exception(
+                    f"database is locked: no write turn in this process within {WRITE_WAIT_S} s"
+                ),
+            )
+        conn.info["stapel_writer"] = True
+
+    for name in ("commit", "rollback"):
+        event.listen(engine, name, release)
+
+    # A connection reset, invalidated or closed by the pool ends its transaction too.
+    def release_record(record) -> None:
+        if record.info.pop("stapel_writer", False):
+            lock.release()
+
+    @event.listens_for(engine.pool, "reset")
+    def _reset(_dbapi_conn, record, _state) -> None:
+        release_record(record)
+
+    @event.listens_for(engine.pool, "invalidate")
+    def _invalidate(_dbapi_conn, record, _exception) -> None:
+        release_record(record)
+
+    @event.listens_for(engine.pool, "close")
+    def _close(_dbapi_conn, record) -> None:
+        release_record(record)
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Return a session factory whose objects stay readable after commit."""
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+T = TypeVar("T")
+
+DB_RETRY_DELAYS = (0.5, 1, 2, 4, 8)
+"""Backoff between tries of a DB call that failed on a lost connection."""
+
+
+def with_retry(session: Session, call: Callable[[], T]) -> T:
+    """Run a DB call, retrying with backoff while the database is unreachable."""
+    for delay in DB_RETRY_DELAYS:
+        try:
+            return call()
+        except (OperationalError, PoolTimeout) as exc:
+            session.rollback()
+            log.warning(
+                "database unavailable, retrying in %ss error=%s", delay, getattr(exc, "orig", exc)
+            )
+            time.sleep(delay)
+    return call()
+
+
+def affected(session: Session, statement: Executable) -> int:
+    """Run an UPDATE or DELETE and return how many rows it changed (a compare-and-set)."""
+    result = session.execute(statement)
+    return cast(CursorResult, result).rowcount

@@ -1,0 +1,55 @@
+"""Every error Stapel raises on purpose, with the HTTP status the API maps it to."""
+
+from __future__ import annotations
+
+
+class StapelError(Exception):
+    """Base class: a code for clients, a message for people, an HTTP status."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+
+
+class ValidationError(StapelError):
+    status = 400
+    code = "invalid_request"
+
+
+class UnknownLanguagePair(StapelError):
+    status = 400
+    code = "unknown_language_pair"
+
+
+class TooLarge(StapelError):
+    status = 413
+    code = "too_large"
+
+
+class Unauthorized(StapelError):
+    status = 401
+    code = "unauthorized"
+
+
+class NotFound(StapelError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(StapelError):
+    status = 409
+    code = "conflict"
+
+
+class Unavailable(StapelError):
+    status = 503
+    code = "unavailable"
+
+
+class PermanentTranslationError(Exception):
+    """A chunk can never be translated (for example its model is missing); not retried."""

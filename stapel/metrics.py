@@ -1,0 +1,211 @@
+"""Prometheus metrics, all named `stapel_*`.
+
+Workers count what they do (segments, stage times, batches, model loads) in their own
+process and serve them on an exporter port (STAPEL_METRICS_PORT, one port per worker
+process; the next free port is taken when it is busy). The web serves `/metrics`: its
+own counters plus gauges read from the database, presence records and the autoscaler's
+last decisions at scrape time (jobs by state and pool, queue depth, heartbeat age,
+workers and models, desired vs actual replicas), so any web replica gives the same view.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+
+import redis
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from stapel import tracer
+from stapel.presence import read_all
+from stapel.states import ACTIVE, Status
+from stapel.tables import Chunk, Job
+
+log = logging.getLogger(__name__)
+
+AUTOSCALER_KEY = "stapel:autoscaler:"
+"""Redis key prefix of each pool's last autoscaler decision (read by the web's /metrics)."""
+AUTOSCALER_TTL_S = 120
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+
+STAGE_SECONDS = Histogram(
+    "stapel_stage_seconds",
+    "Time spent per stage (per chunk or batch)",
+    ["stage"],
+    buckets=LATENCY_BUCKETS,
+)
+SEGMENTS = Counter("stapel_segments_translated_total", "Segments translated", ["pool", "pair"])
+CHUNKS = Counter("stapel_chunks_total", "Chunks a worker ended, by outcome", ["pool", "outcome"])
+BATCH_SIZE = Histogram(
+    "stapel_batch_size",
+    "Segments per translated batch",
+    ["pair"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+)
+BATCH_FILL = Histogram(
+    "stapel_batch_fill_ratio",
+    "Real tokens / padded tokens per batch",
+    ["pair"],
+    buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+)
+MODEL_CACHE = Counter(
+    "stapel_model_cache_total",
+    "Chunks whose model was already loaded (hit) or had to be loaded (miss)",
+    ["pair", "result"],
+)
+MODEL_LOADS = Counter("stapel_model_loads_total", "Models loaded by a worker", ["pair"])
+WATCHDOG = Counter("stapel_watchdog_actions_total", "What the watchdog did to chunks", ["action"])
+HTTP_REQUESTS = Counter(
+    "stapel_http_requests_total",
+    "HTTP requests served by the web",
+    ["method", "endpoint", "status"],
+)
+
+
+def observe_stage(stage: str, seconds: float) -> None:
+    """Record one stage's duration in the histogram and the tracer's window."""
+    STAGE_SECONDS.labels(stage).observe(seconds)
+    tracer.WINDOW.stage(stage, seconds)
+
+
+def observe_batch(pair: str, segments: int, real_tokens: int, padded_tokens: int) -> None:
+    """Record one translated batch: its size and how full its padded shape was."""
+    fill = real_tokens / padded_tokens if padded_tokens else 1.0
+    BATCH_SIZE.labels(pair).observe(segments)
+    BATCH_FILL.labels(pair).observe(fill)
+    tracer.WINDOW.batch(segments, fill)
+
+
+def observe_segments(pool: str, pair: str, count: int) -> None:
+    """Count segments written by this worker."""
+    SEGMENTS.labels(pool, pair).inc(count)
+    tracer.WINDOW.segments(count)
+
+
+def start_exporter(port: int, tries: int = 16) -> int | None:
+    """Serve this process's metrics on port (or the next free one); return the port."""
+    for candidate in range(port, port + tries):
+        try:
+            start_http_server(candidate, addr="0.0.0.0")
+        except OSError:
+            continue
+        log.info("metrics exporter listening port=%d", candidate)
+        return candidate
+    log.warning("metrics exporter not started: ports %d-%d busy", port, port + tries - 1)
+    return None
+
+
+def publish_decision(client: redis.Redis | None, pool: str, current: int, desired: int) -> None:
+    """Store a pool's last autoscaler decision for the web's /metrics (best effort)."""
+    if client is None:
+        return
+    try:
+        client.set(
+            AUTOSCALER_KEY + pool,
+            json.dumps({"current": current, "desired": desired, "at": time.time()}),
+            ex=AUTOSCALER_TTL_S,
+        )
+    except redis.RedisError as exc:
+        log.debug("autoscaler decision not published pool=%s error=%s", pool, exc)
+
+
+class StateCollector(Collector):
+    """Gauges read at scrape time from the DB, presence records and autoscaler decisions."""
+
+    def __init__(self, sessions: sessionmaker[Session], client: redis.Redis) -> None:
+        self.sessions, self.redis = sessions, client
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        jobs = GaugeMetricFamily("stapel_jobs", "Jobs by state and pool", labels=["state", "pool"])
+        depth = GaugeMetricFamily(
+            "stapel_queue_depth", "Chunks queued (waiting for a worker)", labels=["pool"]
+        )
+        running = GaugeMetricFamily("stapel_chunks_running", "Chunks running", labels=["pool"])
+        age = GaugeMetricFamily(
+            "stapel_heartbeat_age_seconds", "Oldest heartbeat of a running chunk", labels=["pool"]
+        )
+        with self.sessions() as session:
+            for state, pool, count in session.execute(
+                select(Job.status, Job.pool, func.count()).group_by(Job.status, Job.pool)
+            ):
+                jobs.add_metric([state, pool], count)
+            now = time.time()
+            for pool, status, count, oldest in session.execute(
+                select(Chunk.pool, Chunk.status, func.count(), func.min(Chunk.heartbeat_at))
+                .where(Chunk.status.in_(ACTIVE))
+                .group_by(Chunk.pool, Chunk.status)
+            ):
+                if status == Status.QUEUED:
+                    depth.add_metric([pool], count)
+                else:
+                    running.add_metric([pool], count)
+                    if oldest is not None:
+                        age.add_metric([pool], max(0.0, now - _epoch(oldest)))
+        yield from (jobs, depth, running, age)
+        yield from self._live()
+
+    def _live(self) -> Iterator[GaugeMetricFamily]:
+        workers = GaugeMetricFamily(
+            "stapel_workers", "Live workers (presence records)", labels=["pool"]
+        )
+        models = GaugeMetricFamily(
+            "stapel_worker_models_loaded", "Models loaded per worker", labels=["worker", "pool"]
+        )
+        busy = GaugeMetricFamily(
+            "stapel_worker_busy_tasks", "Tasks running per worker", labels=["worker", "pool"]
+        )
+        desired = GaugeMetricFamily(
+            "stapel_autoscaler_desired_replicas", "Replicas the autoscaler wants", labels=["pool"]
+        )
+        actual = GaugeMetricFamily(
+            "stapel_autoscaler_replicas", "Replicas the autoscaler saw", labels=["pool"]
+        )
+        try:
+            records = read_all(self.redis)
+            decisions = {}
+            for key in self.redis.scan_iter(match=AUTOSCALER_KEY + "*"):
+                raw = self.redis.get(key)
+                name = key.decode() if isinstance(key, bytes) else key
+                if raw:
+                    decisions[name[len(AUTOSCALER_KEY) :]] = json.loads(raw)
+        except (redis.RedisError, ValueError) as exc:
+            log.warning("metrics cannot read redis error=%s", type(exc).__name__)
+            return
+        per_pool: dict[str, int] = {}
+        for name, record in records.items():
+            pool = str(record.get("pool", ""))
+            per_pool[pool] = per_pool.get(pool, 0) + 1
+            models.add_metric([name, pool], len(record.get("models") or ()))
+            busy.add_metric([name, pool], int(record.get("busy") or 0))
+        for pool, count in per_pool.items():
+            workers.add_metric([pool], count)
+        for pool, decision in decisions.items():
+            desired.add_metric([pool], decision["desired"])
+            actual.add_metric([pool], decision["current"])
+        yield from (workers, models, busy, desired, actual)
+
+
+def _epoch(value) -> float:
+    return value.timestamp()
+
+
+def web_registry(sessions: sessionmaker[Session], client: redis.Redis) -> CollectorRegistry:
+    """Return the registry /metrics serves: this process's metrics plus StateCollector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Default())
+    registry.register(StateCollector(sessions, client))
+    return registry
+
+
+class _Default(Collector):
+    """Re-export the process-wide default registry inside another registry."""
+
+    def collect(self):
+        return REGISTRY.collect()

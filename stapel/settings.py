@@ -1,0 +1,175 @@
+"""Every setting Stapel reads, parsed from the environment in one place per process.
+
+Each field names its environment variable and its default once (`setting(...)`); the
+README's table lists them. `current()` is the process's one `Settings`; the Celery
+configuration (`stapel.celery_config`) is built from it too.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository root; embedded defaults live below it."""
+
+DEFAULT_DATABASE_URL = f"sqlite:///{ROOT / 'var' / 'stapel.db'}"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def setting(env: str, default: Any) -> Any:
+    """Declare a field read from the environment variable env (default when unset)."""
+    return field(default=default, metadata={"env": env})
+
+
+def env_int(env: dict, name: str, default: int) -> int:
+    """Return the integer setting name from env, or default when unset or empty."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def env_float(env: dict, name: str, default: float) -> float:
+    """Return the numeric setting name from env, or default when unset or empty."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+
+
+def split_list(raw: str) -> tuple[str, ...]:
+    """Split a comma-separated value into stripped, non-empty items."""
+    return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+
+def env_bool(env: dict, name: str, default: bool) -> bool:
+    """Return the yes/no setting name from env (1, true, yes, on mean yes)."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting Stapel reads, parsed to real types; see the README's table."""
+
+    # Everywhere: where the database, the broker and the models are; logging.
+    database_url: str = setting("DATABASE_URL", DEFAULT_DATABASE_URL)
+    redis_url: str = setting("REDIS_URL", DEFAULT_REDIS_URL)
+    model_root: Path = setting("STAPEL_MODEL_ROOT", ROOT / "models")
+    log_level: str = setting("STAPEL_LOG_LEVEL", "INFO")
+    log_json: bool = setting("STAPEL_LOG_JSON", False)
+    log_dir: Path | None = setting("STAPEL_LOG_DIR", None)
+    metrics_port: int = setting("STAPEL_METRICS_PORT", 0)
+
+    # The web: what a job may hold, limits and quotas, callbacks it accepts.
+    gpu_threshold: int = setting("STAPEL_GPU_THRESHOLD", 3000)
+    chunk_segments: int = setting("STAPEL_CHUNK_SEGMENTS", 2000)
+    max_segments_per_job: int = setting("STAPEL_MAX_SEGMENTS", 200_000)
+    max_segment_chars: int = setting("STAPEL_MAX_SEGMENT_CHARS", 4000)
+    max_body_bytes: int = setting("STAPEL_MAX_BODY_BYTES", 64 * 1024 * 1024)
+    max_metadata_bytes: int = setting("STAPEL_MAX_METADATA_BYTES", 4096)
+    max_documents_per_job: int = setting("STAPEL_MAX_DOCUMENTS", 10_000)
+    page_size_max: int = setting("STAPEL_PAGE_SIZE_MAX", 100)
+    rate_submit: str = setting("STAPEL_RATE_SUBMIT", "60/minute")
+    rate_read: str = setting("STAPEL_RATE_READ", "600/minute")
+    quota_segments_per_day: int = setting("STAPEL_QUOTA_SEGMENTS_PER_DAY", 5_000_000)
+    quota_jobs_in_flight: int = setting("STAPEL_QUOTA_JOBS_IN_FLIGHT", 200)
+    fair_share_step: int = setting("STAPEL_FAIR_SHARE_STEP", 5)
+    metrics_token: str = setting("STAPEL_METRICS_TOKEN", "")
+
+    # Workers: the pool, the engine and its batches, the segment budget.
+    pool: str = setting("STAPEL_POOL", "cpu")
+    device: str = setting("STAPEL_DEVICE", "auto")
+    compute_type: str = setting("STAPEL_COMPUTE_TYPE", "auto")
+    threads: int = setting("STAPEL_THREADS", 0)
+    parallel_batches: int = setting("STAPEL_PARALLEL_BATCHES", 0)
+    max_loaded_models: int = setting("STAPEL_MAX_LOADED_MODELS", 2)
+    preload: tuple[str, ...] = setting("STAPEL_PRELOAD", ())
+    batch_tokens: int = setting("STAPEL_BATCH_TOKENS", 4096)
+    batch_wait_ms: float = setting("STAPEL_BATCH_WAIT_MS", 50.0)
+    worker_segments: int = setting("STAPEL_WORKER_SEGMENTS", 4000)
+    defer_s: float = setting("STAPEL_DEFER_S", 2.0)
+    max_decoding_length: int = setting("STAPEL_MAX_DECODING_LENGTH", 256)
+    min_decoding_length: int = setting("STAPEL_MIN_DECODING_LENGTH", 0)
+    beam_size: int = setting("STAPEL_BEAM_SIZE", 1)
+    heartbeat_s: float = setting("STAPEL_HEARTBEAT_S", 10.0)
+    tracer_s: float = setting("STAPEL_TRACER_S", 60.0)
+
+    # Control (watchdog, callbacks) and the broker.
+    heartbeat_timeout_s: float = setting("STAPEL_HEARTBEAT_TIMEOUT_S", 60.0)
+    max_attempts: int = setting("STAPEL_MAX_ATTEMPTS", 3)
+    requeue_grace_s: float = setting("STAPEL_REQUEUE_GRACE_S", 30.0)
+    watchdog_interval_s: float = setting("STAPEL_WATCHDOG_S", 15.0)
+    visibility_timeout_s: int = setting("STAPEL_VISIBILITY_TIMEOUT_S", 6 * 3600)
+    callback_allow_hosts: tuple[str, ...] = setting("STAPEL_CALLBACK_ALLOW_HOSTS", ())
+    callback_timeout_s: float = setting("STAPEL_CALLBACK_TIMEOUT_S", 10.0)
+    callback_max_response_bytes: int = setting("STAPEL_CALLBACK_MAX_RESPONSE_BYTES", 64 * 1024)
+
+    def __post_init__(self) -> None:
+        hosts = tuple(h.lower() for h in self.callback_allow_hosts)
+        object.__setattr__(self, "callback_allow_hosts", hosts)
+
+    @classmethod
+    def from_env(cls, env: dict | None = None) -> Settings:
+        """Build settings from environment variables (STAPEL_*, DATABASE_URL, REDIS_URL)."""
+        env = dict(os.environ if env is None else env)
+        hints = typing.get_type_hints(cls)
+        values = {
+            f.name: _parse(env, f.metadata["env"], hints[f.name], f.default) for f in fields(cls)
+        }
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        """Return a copy with some settings changed (tests and create_app overrides)."""
+        hints = typing.get_type_hints(Settings)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in changes.items():
+            values[name] = _coerce(hints[name], value) if isinstance(value, str) else value
+        if values["model_root"] is not None:
+            values["model_root"] = Path(values["model_root"])
+        return Settings(**values)
+
+
+def _parse(env: dict, name: str, hint: Any, default: Any) -> Any:
+    raw = env.get(name)
+    if raw is None or raw == "" or default is MISSING:
+        return default
+    return _coerce(hint, raw, name)
+
+
+def _coerce(hint: Any, raw: str, name: str = "setting") -> Any:
+    """Parse the text raw into the field's type (int, float, bool, Path, str tuple)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if isinstance(hint, types.UnionType) and args:
+        hint = args[0]
+    if hint is bool:
+        return env_bool({name: raw}, name, False)
+    if hint is int:
+        return env_int({name: raw}, name, 0)
+    if hint is float:
+        return env_float({name: raw}, name, 0.0)
+    if hint is Path:
+        return Path(raw)
+    if typing.get_origin(hint) is tuple:
+        return split_list(raw)
+    return raw
+
+
+@functools.cache
+def current() -> Settings:
+    """Return this process's settings, read from the environment on first use."""
+    return Settings.from_env()

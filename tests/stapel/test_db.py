@@ -1,0 +1,85 @@
+"""SQLite in one process: writers queue on a Python lock, taken and given back with the
+transaction, so a writer starts as soon as the last one commits."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import OperationalError
+
+from stapel import db
+from stapel.db import make_engine, make_session_factory
+from stapel.tables import Tenant
+from tests.conftest import migrate
+
+
+@pytest.fixture
+def sqlite_sessions(tmp_path, monkeypatch):
+    monkeypatch.setattr(db, "WRITE_WAIT_S", 0.3)
+    url = f"sqlite:///{tmp_path / 'writers.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    yield make_session_factory(engine)
+    engine.dispose()
+
+
+def add_tenant(session, name: str) -> None:
+    session.execute(insert(Tenant).values(id=name, name=name, callback_secret="s"))
+
+
+def test_a_second_writer_waits_for_the_first_to_end_its_transaction(sqlite_sessions):
+    with sqlite_sessions() as first, sqlite_sessions() as second:
+        add_tenant(first, "a")
+        with pytest.raises(OperationalError, match="no write turn in this process"):
+            add_tenant(second, "b")  # queued behind `first`, gave up after WRITE_WAIT_S
+        second.rollback()
+        first.commit()
+        add_tenant(second, "b")
+        second.commit()
+        assert sorted(second.scalars(select(Tenant.name))) == ["a", "b"]
+
+
+@pytest.mark.parametrize("end", ["rollback", "close"])
+def test_a_transaction_ended_without_commit_gives_the_turn_back(sqlite_sessions, end):
+    first = sqlite_sessions()
+    add_tenant(first, "a")
+    getattr(first, end)()
+    with sqlite_sessions() as second:
+        add_tenant(second, "b")
+        second.commit()
+
+
+def test_reads_do_not_wait_for_a_writer(sqlite_sessions):
+    with sqlite_sessions() as writer, sqlite_sessions() as reader:
+        add_tenant(writer, "a")
+        assert list(reader.scalars(select(Tenant.name))) == []
+        writer.commit()
+
+
+def test_many_threads_write_at_once_and_none_is_lost(sqlite_sessions):
+    with sqlite_sessions() as session:
+        add_tenant(session, "counter")
+        session.commit()
+    errors: list[Exception] = []
+
+    def bump(n: int) -> None:
+        try:
+            with sqlite_sessions() as s:
+                for _ in range(5):
+                    s.execute(
+                        update(Tenant).where(Tenant.id == "counter").values(name=Tenant.name + ".")
+                    )
+                    s.commit()
+        except Exception as exc:  # collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=bump, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with sqlite_sessions() as s:
+        assert s.scalar(select(Tenant.name).where(Tenant.id == "counter")) == "counter" + "." * 80
