@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control beat flower autoscaler demo
 
 # `make chromium` installs the browser the Flower test drives (Debian, as root).
-.PHONY: chromium install install-train migrate run test lint bench bench-model models clean
+.PHONY: chromium install install-train migrate run test lint lock bench bench-model models clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,11 +37,21 @@ run: migrate
 test: install-train lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# ruff (lint and format) on everything, mypy on the core package.
+# ruff (lint and format) on everything, mypy on the core package, hadolint on the image.
 lint: install-train
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/hadolint Dockerfile
+
+# Re-resolve the image's locks (pinned, hashed) after changing requirements*.txt. uv's
+# universal resolution keeps each dependency's environment markers, so one lock serves
+# every Python 3.11+ interpreter (pip-compile resolves for the one running it).
+LOCK := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock"
+lock: install-train
+	$(LOCK) -o requirements.lock requirements.txt
+	$(LOCK) -o requirements-gpu.lock requirements-gpu.txt
 
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)

@@ -1,5 +1,7 @@
-"""The `make run` demo: make a key, translate a few sentences over HTTP, print them.
+"""The `make run` demo: a key for the demo tenant, a few sentences translated over HTTP.
 
+The key is made once and kept in var/demo.key (mode 600), so every `make run` prints the
+same one; a key the database no longer knows (a new database, a revoked key) is replaced.
 It then waits (so honcho keeps the other processes running) until stopped.
 """
 
@@ -9,15 +11,20 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import requests
+from sqlalchemy.orm import Session
 
 from stapel.db import make_engine, make_session_factory
-from stapel.keys import create_key
-from stapel.settings import Settings
+from stapel.exceptions import Unauthorized
+from stapel.keys import create_key, tenant_for_header
+from stapel.settings import ROOT, Settings
 from stapel.states import FINAL, Status
 
 API = os.environ.get("STAPEL_API_URL", "http://127.0.0.1:8000")
+KEY_FILE = ROOT / "var" / "demo.key"
+TENANT = "demo"
 DEMO = {
     "en-de": [
         "The old man sees the small dog.",
@@ -43,12 +50,30 @@ def wait_until(check, timeout: float, what: str):
     raise TimeoutError(f"{what} did not happen within {timeout:.0f}s")
 
 
+def demo_key(session: Session, path: Path = KEY_FILE) -> str:
+    """Return the demo tenant's key kept at path, making (and keeping) one if it is unusable."""
+    try:
+        key = path.read_text().strip()
+        if tenant_for_header(session, f"Bearer {key}"):
+            return key
+    except (FileNotFoundError, Unauthorized):
+        pass
+    _, key = create_key(session, TENANT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    # Created with 600 from the start: the key is never readable by others, not even briefly.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(key + "\n")
+    return key
+
+
 def run_demo() -> None:
-    """Create the demo key and print a translated job."""
+    """Print the demo key and a translated job."""
     wait_until(lambda: requests.get(f"{API}/readyz", timeout=2).ok, 120, "the API being ready")
     settings = Settings.from_env()
     with make_session_factory(make_engine(settings.database_url))() as session:
-        _, key = create_key(session, "demo")
+        key = demo_key(session)
     auth = {"Authorization": f"Bearer {key}"}
     pairs = [
         p["pair"]
@@ -56,7 +81,7 @@ def run_demo() -> None:
     ]
     flower = os.environ.get("STAPEL_FLOWER_PORT", "5555")
     print(f"\nStapel is up: API {API}, Flower http://127.0.0.1:{flower}")
-    print(f"Demo tenant key (shown once): {key}")
+    print(f"Demo tenant key (kept in {KEY_FILE.relative_to(ROOT)}): {key}")
     print(f"Try:  curl -H 'Authorization: Bearer {key}' {API}/v1/languages\n")
     pair = "en-de" if "en-de" in pairs else (pairs[0] if pairs else None)
     if pair is None:

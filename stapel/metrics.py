@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stapel import tracer
 from stapel.presence import read_all
+from stapel.settings import current
 from stapel.states import ACTIVE, Status
 from stapel.tables import Chunk, Job
 
@@ -89,14 +90,19 @@ def observe_segments(pool: str, pair: str, count: int) -> None:
     tracer.WINDOW.segments(count)
 
 
-def start_exporter(port: int, tries: int = 16) -> int | None:
-    """Serve this process's metrics on port (or the next free one); return the port."""
+def start_exporter(port: int, addr: str | None = None, tries: int = 16) -> int | None:
+    """Serve this process's metrics on addr:port (or the next free port); return the port.
+
+    addr defaults to STAPEL_METRICS_BIND (127.0.0.1): an exporter is reachable from other
+    hosts only where that is asked for.
+    """
+    addr = current().metrics_bind if addr is None else addr
     for candidate in range(port, port + tries):
         try:
-            start_http_server(candidate, addr="0.0.0.0")
+            start_http_server(candidate, addr=addr)
         except OSError:
             continue
-        log.info("metrics exporter listening port=%d", candidate)
+        log.info("metrics exporter listening addr=%s port=%d", addr, candidate)
         return candidate
     log.warning("metrics exporter not started: ports %d-%d busy", port, port + tries - 1)
     return None

@@ -74,6 +74,8 @@ class Settings:
     log_json: bool = setting("STAPEL_LOG_JSON", False)
     log_dir: Path | None = setting("STAPEL_LOG_DIR", None)
     metrics_port: int = setting("STAPEL_METRICS_PORT", 0)
+    # Loopback unless told otherwise (deploy/ sets 0.0.0.0 for the Prometheus scrape).
+    metrics_bind: str = setting("STAPEL_METRICS_BIND", "127.0.0.1")
 
     # The web: what a job may hold, limits and quotas, callbacks it accepts.
     gpu_threshold: int = setting("STAPEL_GPU_THRESHOLD", 3000)

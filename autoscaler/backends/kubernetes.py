@@ -1,6 +1,6 @@
 """Scale a pool's Deployment through the official client, marking idle pods cheap first.
 
-API calls made (and all the Role in deploy/autoscaler.yaml allows):
+API calls made (and all the Role in deploy/base/autoscaler.yaml allows):
   apps/v1 deployments/scale: get, patch      core/v1 pods: list, patch
 """
 
