@@ -46,6 +46,9 @@ def stack_env(args) -> dict:
         "STAPEL_MAX_DECODING_LENGTH": str(args.decode),
         "STAPEL_MIN_DECODING_LENGTH": str(args.decode),
         "STAPEL_CHUNK_SEGMENTS": str(args.chunk),
+        # Two chunks per worker, the defaults' ratio (4,000 / 2,000): a worker takes no
+        # more than that, so a backlog larger than one worker's budget waits in the queue.
+        "STAPEL_WORKER_SEGMENTS": str(2 * args.chunk),
         "STAPEL_LOG_LEVEL": "INFO",
         "STAPEL_GPU_THRESHOLD": str(10**9),
         "STAPEL_RATE_SUBMIT": "off",
