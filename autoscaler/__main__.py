@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import threading
@@ -18,8 +19,31 @@ from stapel.settings import current
 log = logging.getLogger("autoscaler")
 
 
-def main() -> None:
+USAGE = """\
+Keep each pool's worker count at what its backlog needs (docs/autoscaling.md).
+Configured by the environment only:
+  STAPEL_AUTOSCALER_BACKEND   local | kubernetes | dry-run (default dry-run)
+  DATABASE_URL, REDIS_URL     the job store and the broker (presence records)
+  STAPEL_<POOL>_MIN, _MAX, _STANDBY, _SCALE_DOWN_DELAY_S, _POLL_S,
+  _CHUNKS_PER_WORKER, _QUEUED_PER_WORKER, _DEPLOYMENT   per pool (CPU, GPU; MAX=0 disables)
+  STAPEL_WORKER_CONCURRENCY   task threads of a worker the local backend starts
+  STAPEL_K8S_NAMESPACE, STAPEL_K8S_TIMEOUT_S   the kubernetes backend
+Runs until SIGTERM or SIGINT."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line: only --help (settings come from the environment)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m autoscaler",
+        description=USAGE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
     """Read the settings, start a loop thread per pool, stop them cleanly on a signal."""
+    parse_args(argv)
     logs.configure(current())
     settings = AutoscalerSettings.from_env()
     sessions = make_session_factory(make_engine(settings.database_url))

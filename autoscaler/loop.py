@@ -58,9 +58,10 @@ class PoolLoop:
                 counts = read_counts(session, name)
         except SQLAlchemyError as exc:
             log.warning(
-                "database unavailable, skipping this tick pool=%s error=%s",
+                "database unavailable, skipping this tick pool=%s error=%s: %s",
                 name,
                 type(exc).__name__,
+                _cause(exc),
             )
             return None
         try:
@@ -115,3 +116,9 @@ class PoolLoop:
                 log.exception("tick failed pool=%s", self.pool.name)
             stop.wait(self.pool.poll_s)
         log.info("loop stopped pool=%s", self.pool.name)
+
+
+def _cause(exc: SQLAlchemyError) -> str:
+    """Return the driver's message, first line only (`no such table: chunks`: not migrated)."""
+    message = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return message[0][:200] if message else "-"

@@ -51,8 +51,11 @@ class Result:
     peak: int = 0
 
 
-def trace(seed: int, hours: int) -> list[Chunk]:
-    """Return chunks sorted by arrival: bursty hours alternate with quiet ones."""
+def trace(seed: int, hours: int, scale: int = 1) -> list[Chunk]:
+    """Return chunks sorted by arrival: bursty hours alternate with quiet ones.
+
+    `scale` makes every burst and the trickle that many times denser.
+    """
     rng, chunks = random.Random(seed), []
     for hour in range(hours):
         start = hour * 3600
@@ -61,10 +64,10 @@ def trace(seed: int, hours: int) -> list[Chunk]:
                 at = start + rng.randrange(0, 3000)
                 chunks += [
                     Chunk(at + rng.randrange(60), rng.randint(30, 90))
-                    for _ in range(rng.randint(10, 30))
+                    for _ in range(rng.randint(10, 30) * scale)
                 ]
         t = start
-        while (t := t + int(rng.expovariate(1 / 300)) + 1) < start + 3600:
+        while (t := t + int(rng.expovariate(scale / 300)) + 1) < start + 3600:
             chunks.append(Chunk(t, rng.randint(30, 90)))
     return sorted(chunks, key=lambda c: c.arrival)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -15,6 +14,7 @@ from stapel import jobs
 from stapel.dispatch import dispatch
 from stapel.dispatch import messages as dispatch_messages
 from stapel.exceptions import Conflict, NotFound
+from stapel.presence import Room
 from stapel.states import FINAL, Status
 from stapel.tables import Chunk, Document, Job, Segment, utcnow
 
@@ -37,7 +37,7 @@ class Requeued:
     sent: int
 
 
-def requeue_job(session: Session, celery: Celery, served: Collection[str], job_id: str) -> Requeued:
+def requeue_job(session: Session, celery: Celery, served: Room, job_id: str) -> Requeued:
     """Put a failed, cancelled or stuck job's unfinished chunks back in the queue, send them.
 
     Translated segments are kept (a requeued chunk resumes); attempts start again. A

@@ -11,6 +11,7 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 
 from stapel.celery_config import CALLBACK_QUEUE, celery_config
+from stapel.presence import read_all, reserved_task_ids
 from stapel.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -92,9 +93,11 @@ def waiting_task_ids(client: redis.Redis, queues: list[str]) -> set[str]:
     Messages already delivered (Redis's `unacked` hash) do not count: a chunk that stays
     `queued` past the grace period after its message was delivered lost its worker
     between delivery and claim, and sending it again is safe (the claim is a
-    compare-and-set), while waiting for the visibility timeout would take hours.
+    compare-and-set), while waiting for the visibility timeout would take hours. A
+    delivered message whose task waits in a live worker's line for room is waiting too
+    (its presence record lists it: stapel.presence.reserved_task_ids).
     """
-    ids: set[str] = set()
+    ids = reserved_task_ids(read_all(client))
     keys = [q if p == 0 else f"{q}{PRIORITY_SEP}{p}" for q in queues for p in range(10)]
     for key in keys:
         for raw in client.lrange(key, 0, -1):

@@ -166,9 +166,13 @@ def record_batch(session: Session, claim: Claim, translations: list[tuple[int, s
 
 
 def _write_segments(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> None:
+    # Only segments nobody has written: a worker that lost its claim (cut off, then back)
+    # may still write, but never over the translation the chunk's new owner wrote.
     if translations:
         session.execute(
-            update(Segment),
+            update(Segment)
+            .where(Segment.target.is_(None))
+            .execution_options(synchronize_session=None),
             [{"job_id": claim.job_id, "idx": i, "target": t} for i, t in translations],
         )
 

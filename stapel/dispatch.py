@@ -4,16 +4,24 @@ Every path that sends a chunk (the submit route, a worker's hand-back or requeue
 watchdog's resend, the operator's requeue) calls `dispatch`, so they all agree:
 - the priority is the job's `dispatch_priority`, decided once at submit (fair share
   included) and stored on the row, so a resend has the same one as the first send;
-- the queue is decided by `route` against the model queues live workers serve now: a
-  pool's worker that holds the pair gets it on `<pool>.<pair>`, otherwise the pool's
-  shared queue, where any worker takes it and loads the model on demand. The queue is
-  not stored: a model queue whose worker died meanwhile would trap the chunk.
+- the queue is decided by `route`, and locality is a preference, never a trap: a chunk
+  goes to its model queue `<pool>.<pair>` only while a live worker that holds the pair
+  has room for it now (its presence record: budget less held and waiting segments);
+  otherwise to the pool's shared queue, which every worker of the pool consumes and
+  where any of them takes it and loads the model on demand. A model queue is consumed
+  only by the workers holding the pair, so work sent there while they are full would
+  wait for them however many idle workers the autoscaler starts.
+- the room is spent as chunks are routed, so a burst does not send a full worker more
+  than it has room for within one presence period;
+- a hand-back (a worker that had no room) passes no room: it always goes to the pool
+  queue, never back to the model queue it came from.
+The queue is not stored: a model queue whose worker died meanwhile would trap the chunk.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from celery import Celery
@@ -21,22 +29,26 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from stapel.broker import ChunkMessage, send_chunk
-from stapel.presence import model_queue
+from stapel.presence import Room, model_queue
 from stapel.states import Status
 from stapel.tables import Chunk, Job, new_id, utcnow
 
 log = logging.getLogger(__name__)
 
 
-def route(pool: str, pair: str, served: Collection[str]) -> str:
-    """Return the queue for a chunk of pool and pair: its model queue when served."""
+def route(pool: str, pair: str, segments: int, room: Mapping[str, int]) -> str:
+    """Return the queue for a chunk: its model queue while a worker there has room, else pool.
+
+    `room` is model queue -> free segments of its roomiest live worker
+    (stapel.presence.model_room); a hand-back passes none and goes to the pool queue.
+    """
     queue = model_queue(pool, pair)
-    return queue if queue in served else pool
+    return queue if queue in room and room[queue] >= max(segments, 1) else pool
 
 
 def messages(
     session: Session,
-    served: Collection[str],
+    room: Mapping[str, int],
     *,
     job_id: str | None = None,
     chunk_ids: Collection[str] | None = None,
@@ -63,16 +75,20 @@ def messages(
         query = query.where(Chunk.id.in_(list(chunk_ids)))
     if only_unsent:
         query = query.where(Chunk.sent_at.is_(None))
-    return [
-        ChunkMessage(cid, jid, pool, prio, route(pool, f"{src}-{tgt}", served), size)
-        for cid, jid, pool, prio, src, tgt, size in session.execute(query)
-    ]
+    left = dict(room)  # what this batch's earlier chunks have not taken yet
+    found = []
+    for cid, jid, pool, prio, src, tgt, size in session.execute(query):
+        queue = route(pool, f"{src}-{tgt}", size, left)
+        if queue != pool:
+            left[queue] -= size
+        found.append(ChunkMessage(cid, jid, pool, prio, queue, size))
+    return found
 
 
 def dispatch(
     session: Session,
     celery: Celery,
-    served: Collection[str],
+    room: Room,
     *,
     job_id: str | None = None,
     chunk_ids: Collection[str] | None = None,
@@ -88,7 +104,7 @@ def dispatch(
     """
     if leased is not None:
         chunk_ids = list(leased)
-    found = messages(session, served, job_id=job_id, chunk_ids=chunk_ids, only_unsent=only_unsent)
+    found = messages(session, room, job_id=job_id, chunk_ids=chunk_ids, only_unsent=only_unsent)
     session.commit()  # no transaction open while talking to the broker
     sent: dict[str, str] = {}
     done: list[ChunkMessage] = []
@@ -98,6 +114,8 @@ def dispatch(
             break
         sent[message.chunk_id] = task_id
         done.append(message)
+        if message.queue != message.pool:  # spent: later sends in this view see it taken
+            room[message.queue] = room.get(message.queue, 0) - message.segments
     if leased is None:
         mark_sent(session, sent)
     return done

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator
 
 import redis
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -186,7 +188,9 @@ class StateCollector(Collector):
             return
         per_pool: dict[str, int] = {}
         for name, record in records.items():
-            pool = str(record.get("pool", ""))
+            pool = str(record.get("pool") or "")
+            if not pool:  # a control worker: it serves no pool's queue
+                continue
             per_pool[pool] = per_pool.get(pool, 0) + 1
             models.add_metric([name, pool], len(record.get("models") or ()))
             busy.add_metric([name, pool], int(record.get("busy") or 0))
@@ -202,10 +206,22 @@ def _epoch(value) -> float:
     return value.timestamp()
 
 
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus-client's multiprocess mode: set (to an empty folder) before the web starts."""
+
+
 def web_registry(sessions: sessionmaker[Session], client: redis.Redis) -> CollectorRegistry:
-    """Return the registry /metrics serves: this process's metrics plus StateCollector."""
+    """Return the registry /metrics serves: the web's counters plus StateCollector.
+
+    Under gunicorn each process counts its own requests; with PROMETHEUS_MULTIPROC_DIR
+    set (the Procfile's `web` does) every process writes its counters to files there and
+    any process's /metrics sums them all, so a scrape sees the whole web, not one process.
+    """
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Default())
+    if os.environ.get(MULTIPROC_ENV):
+        MultiProcessCollector(registry)
+    else:
+        registry.register(_Default())
     registry.register(StateCollector(sessions, client))
     return registry
 

@@ -1,8 +1,12 @@
 """Worker presence in Redis: which workers are alive, busy, and which models they hold.
 
 Each worker process refreshes `stapel:worker:<hostname>` every PRESENCE_INTERVAL_S with
-a short expiry, so a dead worker disappears on its own. The autoscaler reads these keys
-to choose which pods are cheapest to remove (idle first, then fewest models loaded).
+a short expiry, so a dead worker disappears on its own. A record holds the worker's
+pool (empty for a worker that does not consume its pool queue, like the control
+worker), busy tasks, loaded models, segment budget, segments held, and the segments and
+task ids waiting in its line for room. The web routes by the room (stapel.dispatch),
+the watchdog counts the waiting task ids as alive, and the autoscaler chooses which
+pods are cheapest to remove (idle first, then fewest models loaded).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 
 import redis
 
@@ -73,36 +77,86 @@ class Publisher:
 
 
 SERVED_CACHE_S = 2.0
-"""How long a process trusts its view of which model queues workers serve."""
+"""How long a process trusts its view of the workers' room."""
+
+Room = MutableMapping[str, int]
+"""Model queue -> segments its roomiest live worker can still take (see stapel.dispatch)."""
+
+
+def free_segments(record: dict) -> int:
+    """Return how many segments a worker can still take, from its presence record.
+
+    Its budget less what it translates and what already waits in it for room; a record
+    without a budget (a control worker, an old worker) has no room to offer.
+    """
+    budget = int(record.get("budget") or 0)
+    return max(0, budget - int(record.get("held") or 0) - int(record.get("waiting_segments") or 0))
+
+
+def model_room(records: dict[str, dict]) -> dict[str, int]:
+    """Return model queue -> most free segments among the live workers that consume it."""
+    room: dict[str, int] = {}
+    for record in records.values():
+        pool = record.get("pool")
+        if not pool:
+            continue
+        for pair in record.get("models") or []:
+            queue = model_queue(pool, pair)
+            room[queue] = max(room.get(queue, 0), free_segments(record))
+    return room
+
+
+def reserved_task_ids(records: dict[str, dict]) -> set[str]:
+    """Return the task ids live workers hold while waiting for room (not lost: waiting)."""
+    return {tid for r in records.values() for tid in r.get("waiting") or []}
 
 
 class ServedQueues:
-    """The model queues live workers consume, read from presence and cached briefly."""
+    """This process's view of the workers' room, read from presence and cached briefly.
+
+    The view is spent as it is used (a dispatch that routes 2,000 segments to a model
+    queue, a hand-back that counts on another worker's room), so a burst within one
+    cache period does not promise the same room twice.
+    """
 
     def __init__(self, client: redis.Redis, cache_s: float = SERVED_CACHE_S) -> None:
         self.client, self.cache_s = client, cache_s
-        self._read_at, self._served = float("-inf"), frozenset[str]()
+        self._read_at = float("-inf")
+        self._records: dict[str, dict] = {}
+        self._room: Room = {}
         self._lock = threading.Lock()
 
-    def get(self) -> frozenset[str]:
-        """Return the served model queues (empty when Redis cannot be read)."""
+    def _refresh(self) -> None:
+        if time.monotonic() - self._read_at > self.cache_s:
+            try:
+                self._records = read_all(self.client)
+            except redis.RedisError:
+                self._records = {}
+            self._room = model_room(self._records)
+            self._read_at = time.monotonic()
+
+    def get(self) -> Room:
+        """Return the model queues' room (empty when Redis cannot be read); dispatch spends it."""
         with self._lock:
-            if time.monotonic() - self._read_at > self.cache_s:
-                try:
-                    self._served = frozenset(served_model_queues(read_all(self.client)))
-                except redis.RedisError:
-                    self._served = frozenset()
-                self._read_at = time.monotonic()
-            return self._served
+            self._refresh()
+            return self._room
+
+    def take_elsewhere(self, pool: str, me: str, segments: int) -> bool:
+        """Spend room for segments on another live worker of the pool; False if none has it."""
+        with self._lock:
+            self._refresh()
+            for name, record in self._records.items():
+                if name == me or record.get("pool") != pool:
+                    continue
+                if free_segments(record) >= segments:
+                    record["held"] = int(record.get("held") or 0) + segments
+                    return True
+            return False
 
 
-def served_model_queues(records: dict[str, dict]) -> set[str]:
-    """Return the model queues some live worker consumes, from presence records."""
-    return {
-        model_queue(r.get("pool", ""), pair)
-        for r in records.values()
-        for pair in r.get("models", [])
-    }
+def served_model_queues(records: dict[str, dict]) -> dict[str, int]:
+    """Return the model queues some live worker consumes, with their room (model_room)."""
+    return model_room(records)
 
 
 def model_queue(pool: str, pair: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from dataclasses import dataclass
 
 import redis
@@ -14,6 +13,7 @@ from sqlalchemy.orm import Session
 from stapel import jobs, quotas
 from stapel.dispatch import dispatch
 from stapel.jobs import JobSpec
+from stapel.presence import Room
 from stapel.settings import Settings
 from stapel.tables import Job
 
@@ -32,7 +32,7 @@ def submit(
     session: Session,
     client: redis.Redis,
     celery: Celery,
-    served: Collection[str],
+    served: Room,
     settings: Settings,
     tenant_id: str,
     spec: JobSpec,
@@ -72,7 +72,7 @@ def submit(
     return Submitted(job, True)
 
 
-def _send(session: Session, celery: Celery, served: Collection[str], job_id: str) -> None:
+def _send(session: Session, celery: Celery, served: Room, job_id: str) -> None:
     """Send a stored job's chunks; a failure here is the watchdog's to repair, not a 503.
 
     The job is committed, so the client must hear 202: answering an error would make it

@@ -23,6 +23,9 @@ from stapel.tables import Chunk, Job, new_id
 
 log = logging.getLogger(__name__)
 
+UNSENT_PAGE = 1000
+"""Never-sent chunks resent per pass when the broker lost nothing (stapel.liveness)."""
+
 
 @dataclass
 class Report:
@@ -128,12 +131,19 @@ def _resend_lost(
     cutoff: datetime,
     live: set[str] | None,
 ) -> None:
-    lost = or_(Chunk.sent_at.is_(None), Chunk.sent_at < cutoff)
-    candidates = session.execute(
+    # Without a list of live messages only never-sent chunks are candidates: select just
+    # those, a bounded page per pass, so the pass does not read the whole backlog.
+    lost = (
+        Chunk.sent_at.is_(None)
+        if live is None
+        else or_(Chunk.sent_at.is_(None), Chunk.sent_at < cutoff)
+    )
+    query = (
         select(Chunk.id, Chunk.job_id, Chunk.sent_at, Chunk.task_id)
         .where(Chunk.status == Status.QUEUED, Chunk.created_at < cutoff, lost)
         .order_by(Chunk.created_at)
-    ).all()
+    )
+    candidates = session.execute(query if live is not None else query.limit(UNSENT_PAGE)).all()
     for chunk in candidates:
         if chunk.sent_at is not None and (live is None or chunk.task_id in live):
             continue

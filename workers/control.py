@@ -7,8 +7,8 @@ import logging
 import redis
 from celery import Celery
 
-from stapel import callbacks, logs, metrics, netguard
-from stapel.broker import send_callback, waiting_task_ids
+from stapel import callbacks, liveness, logs, metrics, netguard
+from stapel.broker import send_callback
 from stapel.celery_config import POOL_QUEUES
 from stapel.db import with_retry
 from stapel.dispatch import dispatch
@@ -25,8 +25,12 @@ def run_watchdog(celery: Celery) -> str:
     current = state()
     live: set[str] | None
     try:
-        served = served_model_queues(read_all(current.redis))
-        live = waiting_task_ids(current.redis, [*POOL_QUEUES, *sorted(served)])
+        records = read_all(current.redis)
+        served = served_model_queues(records)
+        queues = [*POOL_QUEUES, *sorted(served)]
+        live = liveness.live_task_ids(
+            current.redis, current.sessions, queues, records, current.settings.requeue_grace_s
+        )
     except redis.RedisError as exc:
         log.warning("watchdog cannot read the broker error=%s", exc)
         served, live = set(), None

@@ -37,15 +37,23 @@ log = logging.getLogger(__name__)
 
 
 def run_chunk(
-    celery: Celery, chunk_id: str, worker: str, queue: str = "", segments: int | None = None
+    celery: Celery,
+    chunk_id: str,
+    worker: str,
+    queue: str = "",
+    segments: int | None = None,
+    place: tuple[int, str] = (0, ""),
 ) -> str:
-    """Claim, translate and finish one chunk; return what happened, for the task result."""
+    """Claim, translate and finish one chunk; return what happened, for the task result.
+
+    `place` is the message's (broker priority, task id): its place in the budget's line.
+    """
     current = state()
     with current.lock:
         current.busy += 1
     try:
         with current.sessions() as session:
-            return _run_chunk(current, celery, session, chunk_id, worker, queue, segments)
+            return _run_chunk(current, celery, session, chunk_id, worker, queue, segments, place)
     finally:
         with current.lock:
             current.busy -= 1
@@ -59,11 +67,12 @@ def _run_chunk(
     worker: str,
     queue: str,
     segments: int | None,
+    place: tuple[int, str],
 ) -> str:
     if segments is None:
         segments = with_retry(session, lambda: chunk_size(session, chunk_id))
         session.commit()
-    if not current.hold(segments, current.settings.defer_s):
+    if not current.hold(segments, current.settings.defer_s, *place):
         return _hand_back(current, celery, session, chunk_id)
     try:
         claim = with_retry(session, lambda: claim_chunk(session, chunk_id, worker))
@@ -91,14 +100,14 @@ def _skipped(session: Session, chunk_id: str, worker: str) -> str:
 
 
 def _hand_back(current: WorkerState, celery: Celery, session: Session, chunk_id: str) -> str:
-    """Send a chunk this worker has no room for back to the broker, for any worker.
+    """Send a chunk this worker has no room for to its pool queue, for any worker.
 
-    It goes to the back of its priority (a new message, through the one dispatch); the
-    task id is recorded so the watchdog sees the chunk as waiting, not lost.
+    `hold` gives up only when another worker of the pool has room for it (or this one
+    is stopping), so a saturated pool hands nothing back. No room is passed: a hand-back
+    always goes to the pool queue (stapel.dispatch.route), which every worker of the pool
+    consumes. The task id is recorded so the watchdog sees the chunk as waiting.
     """
-    sent = with_retry(
-        session, lambda: dispatch(session, celery, current.served.get(), chunk_ids=[chunk_id])
-    )
+    sent = with_retry(session, lambda: dispatch(session, celery, {}, chunk_ids=[chunk_id]))
     if not sent:  # claimed or ended meanwhile (or the broker is down: the watchdog)
         return TaskOutcome.SKIPPED
     log.info("chunk deferred: worker full logid=%s chunk_id=%s", sent[0].job_id, chunk_id)

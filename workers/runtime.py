@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
-from celery import Celery
+from celery import Celery, signals
 from sqlalchemy.orm import Session, sessionmaker
 
 from stapel import metrics
@@ -18,6 +18,7 @@ from stapel.exceptions import PermanentTranslationError
 from stapel.presence import Publisher, ServedQueues, model_queue
 from stapel.settings import Settings, current
 from stapel.tracer import Tracer
+from workers.budget import Budget
 from workers.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -34,34 +35,54 @@ class WorkerState:
     served: ServedQueues
     busy: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    held: int = 0
-    """Segments of the chunks this worker's tasks are translating now."""
-    room: threading.Condition = field(default_factory=threading.Condition)
+    budget: Budget = field(init=False)
+    """Segments of the chunks this worker's tasks are translating now, and the line."""
+    hostname: str = ""
+    """This worker's Celery name, set at start-up (its presence key)."""
+    queues: tuple[str, ...] = ()
+    """The queues it consumes at start-up: a worker not on its pool queue has no pool."""
 
-    def hold(self, segments: int, wait_s: float) -> bool:
-        """Take segments into this worker's budget, waiting up to wait_s for room.
+    def __post_init__(self) -> None:
+        self.budget = Budget(self.settings.worker_segments)
 
-        The first chunk always fits; past STAPEL_WORKER_SEGMENTS the task waits, then
-        gives up (its chunk goes back to the queue, for any worker).
+    def hold(self, segments: int, wait_s: float, priority: int = 0, task_id: str = "") -> bool:
+        """Take segments into this worker's budget, in line; False: hand the chunk back.
+
+        The first chunk always fits; past STAPEL_WORKER_SEGMENTS the task waits in line.
+        The head of the line looks every wait_s (in the cached presence view) for another
+        worker of the pool with room for its chunk and gives up only then, or when the
+        worker is stopping: with every worker full it waits without publishing or writing.
         """
-        budget = self.settings.worker_segments
-        with self.room:
-            fits = self.room.wait_for(
-                lambda: not self.held or self.held + segments <= budget, timeout=wait_s
-            )
-            if fits:
-                self.held += segments
-            return fits
+        ticket = self.budget.enter(segments, priority, task_id)
+        while not self.budget.wait(ticket, wait_s):
+            if self.budget.closed or self.served.take_elsewhere(
+                self.settings.pool, self.hostname, segments
+            ):
+                self.budget.leave(ticket)
+                return False
+        return True
 
     def release(self, segments: int) -> None:
         """Give segments back to the budget and wake the tasks waiting for room."""
-        with self.room:
-            self.held -= segments
-            self.room.notify_all()
+        self.budget.release(segments)
 
     def snapshot(self) -> dict:
-        """Return this worker's presence record: pool, busy tasks, loaded models."""
-        return {"pool": self.settings.pool, "busy": self.busy, "models": self.engine.loaded_pairs()}
+        """Return this worker's presence record: pool, busy tasks, models, budget and line.
+
+        `pool` is empty for a worker that does not consume its pool's queue (the control
+        worker): it takes no chunks, so it offers no room and counts in no pool.
+        """
+        pool = self.settings.pool if not self.queues or self.settings.pool in self.queues else ""
+        waiting_segments, waiting = self.budget.waiting()
+        return {
+            "pool": pool,
+            "busy": self.busy,
+            "models": self.engine.loaded_pairs() if pool else [],
+            "budget": self.budget.limit if pool else 0,
+            "held": self.budget.held,
+            "waiting_segments": waiting_segments,
+            "waiting": waiting,
+        }
 
 
 def build_engine(settings: Settings) -> Engine:
@@ -95,6 +116,11 @@ def state() -> WorkerState:
     )
 
 
+def _consumed(consumer) -> tuple[str, ...]:
+    task_consumer = getattr(consumer, "task_consumer", None)
+    return tuple(q.name for q in getattr(task_consumer, "queues", ()) or ())
+
+
 def _counting(on_load: Callable[[str], None]) -> Callable[[str], None]:
     def loaded(pair: str) -> None:
         metrics.MODEL_LOADS.labels(pair).inc()
@@ -120,6 +146,10 @@ class Runtime:
         """
         current_state = state()
         settings, engine = current_state.settings, current_state.engine
+        current_state.hostname = self.hostname
+        current_state.queues = _consumed(consumer)
+        # Tasks waiting for room hand their chunks back at once when the worker stops.
+        signals.worker_shutting_down.connect(lambda **_: current_state.budget.close(), weak=False)
         engine.on_load = _counting(
             lambda pair: consumer.add_task_queue(model_queue(settings.pool, pair))
         )

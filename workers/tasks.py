@@ -13,9 +13,14 @@ def translate_chunk(self, chunk_id: str, segments: int | None = None) -> str:
 
     `segments` is the chunk's size (messages sent before it was added have none).
     """
-    queue = (self.request.delivery_info or {}).get("routing_key", "")
+    delivery = self.request.delivery_info or {}
     return pipeline.run_chunk(
-        self.app, chunk_id, self.request.hostname or "worker", queue, segments
+        self.app,
+        chunk_id,
+        self.request.hostname or "worker",
+        delivery.get("routing_key", ""),
+        segments,
+        place=(int(delivery.get("priority") or 0), self.request.id or ""),
     )
 
 

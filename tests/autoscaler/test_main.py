@@ -47,3 +47,34 @@ def test_dry_run_process_decides_and_stops_on_sigterm(database_url, redis_url, s
                 proc.wait()
     text = log.read_text()
     assert "pools=cpu" in text and "autoscaler stopped" in text
+
+
+def test_help_prints_the_usage_and_exits_without_starting(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "autoscaler", "--help"],
+        cwd=ROOT,
+        env={**os.environ, "STAPEL_AUTOSCALER_BACKEND": "dry-run"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m autoscaler")
+    assert "STAPEL_AUTOSCALER_BACKEND" in proc.stdout
+    assert "autoscaler started" not in proc.stdout + proc.stderr
+
+
+def test_an_unmigrated_database_is_named_in_the_warning(tmp_path, caplog):
+    from autoscaler.backends.dry_run import DryRunBackend
+    from autoscaler.config import AutoscalerSettings
+    from autoscaler.loop import PoolLoop
+    from stapel.db import make_engine, make_session_factory
+
+    pool = AutoscalerSettings.from_env({}).pool("cpu")
+    empty = make_session_factory(make_engine(f"sqlite:///{tmp_path / 'empty.db'}"))
+    loop = PoolLoop(pool, DryRunBackend("cpu", 1), empty, None)
+    assert loop.tick() is None
+    assert (
+        "database unavailable, skipping this tick pool=cpu error=OperationalError: " in caplog.text
+    )
+    assert "no such table: chunks" in caplog.text

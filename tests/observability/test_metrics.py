@@ -24,6 +24,7 @@ def test_metrics_show_jobs_queue_depth_workers_and_autoscaler(client, auth, redi
     for _ in range(2):
         assert client.post("/v1/jobs", json=job_body(), headers=auth).status_code == 202
     publish(redis_client, "cpu-1@host", {"pool": "cpu", "busy": 1, "models": ["en-de"]})
+    publish(redis_client, "control@host", {"pool": "", "busy": 0, "models": []})  # in no pool
     metrics.publish_decision(redis_client, "cpu", current=1, desired=3)
     response = client.get("/metrics")
     assert response.status_code == 200 and response.mimetype.startswith("text/plain")

@@ -59,7 +59,9 @@ def stack(app, client, auth, redis_client, monkeypatch, settings_overrides):
     """
     ext = app.extensions["stapel"]
     ext.settings = ext.settings.replace(fair_share_step=1, chunk_segments=1)
-    publish(redis_client, "cpu-1@test", {"pool": "cpu", "models": ["en-de"], "busy": 0})
+    publish(
+        redis_client, "cpu-1@test", {"pool": "cpu", "models": ["en-de"], "busy": 0, "budget": 4000}
+    )
     for _ in range(2):
         client.post("/v1/jobs", json=job_body(priority=9), headers=auth)
     drain(redis_client)
@@ -121,14 +123,15 @@ def test_watchdog_resend_sends_the_same_messages(stack):
     assert sorted_messages(drain(stack.redis)) == expected(stack)
 
 
-def test_worker_hand_back_sends_the_same_message(stack):
+def test_worker_hand_back_sends_the_same_message_to_the_pool_queue(stack):
     (first, *_rest) = expected(stack)
     drain(stack.redis)
     state = runtime.state()
     with state.sessions() as session:
         outcome = pipeline._hand_back(state, stack.ext.celery, session, first["chunk_id"])
     assert outcome == "deferred"
-    assert drain(stack.redis) == [first]
+    # Never back to the model queue: only the full workers holding the pair consume it.
+    assert drain(stack.redis) == [{**first, "queue": "cpu"}]
 
 
 def test_worker_requeue_after_a_transient_error_sends_the_same_message(stack):
