@@ -14,6 +14,7 @@ import pytest
 import redis as redis_lib
 from alembic import command
 from alembic.config import Config
+from alembic.util.exc import CommandError
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
@@ -35,11 +36,31 @@ def free_port() -> int:
 
 
 def migrate(url: str) -> None:
-    """Bring a database to the head revision, from scratch."""
+    """Bring a database to the head revision, from scratch.
+
+    A database left at a revision this checkout does not know (another branch's run on
+    the same server) cannot be downgraded: its schema is dropped and made anew.
+    """
     config = Config(str(ROOT / "alembic.ini"))
     config.attributes["database_url"] = url
-    command.downgrade(config, "base")
+    try:
+        command.downgrade(config, "base")
+    except CommandError:
+        _drop_everything(url)
     command.upgrade(config, "head")
+
+
+def _drop_everything(url: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        else:
+            names = conn.execute(text("SELECT name FROM sqlite_master WHERE type='table'"))
+            for (name,) in list(names):
+                conn.execute(text(f'DROP TABLE "{name}"'))
+    engine.dispose()
 
 
 def truncate(engine) -> None:
