@@ -21,6 +21,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from stapel.broker import ChunkMessage, send_chunk
+from stapel.jobs import StoredJob
 from stapel.presence import model_queue
 from stapel.states import Status
 from stapel.tables import Chunk, Job, new_id, utcnow
@@ -69,6 +70,37 @@ def messages(
     ]
 
 
+def dispatch_stored(
+    celery: Celery, served: Collection[str], stored: StoredJob
+) -> list[ChunkMessage]:
+    """Send the chunks of a job just stored, under the task ids recorded with them.
+
+    The submit path records each chunk's task id and send time in the insert, so the
+    first send reads and writes nothing more; if the broker does not take a message,
+    the watchdog finds its task id missing from Redis and sends it again.
+    """
+    job = stored.job
+    priority = job.priority if job.dispatch_priority is None else job.dispatch_priority
+    queue = route(job.pool, job.pair, served)
+    found = [
+        ChunkMessage(chunk_id, job.id, job.pool, priority, queue, segments)
+        for chunk_id, segments in stored.chunks
+    ]
+    return _send(celery, found, stored.task_ids)
+
+
+def _send(
+    celery: Celery, found: list[ChunkMessage], task_ids: dict[str, str]
+) -> list[ChunkMessage]:
+    """Send messages under their task ids, stopping at the first broker failure."""
+    done: list[ChunkMessage] = []
+    for message in found:
+        if not send_chunk(celery, message, task_ids[message.chunk_id]):
+            break
+        done.append(message)
+    return done
+
+
 def dispatch(
     session: Session,
     celery: Celery,
@@ -90,16 +122,10 @@ def dispatch(
         chunk_ids = list(leased)
     found = messages(session, served, job_id=job_id, chunk_ids=chunk_ids, only_unsent=only_unsent)
     session.commit()  # no transaction open while talking to the broker
-    sent: dict[str, str] = {}
-    done: list[ChunkMessage] = []
-    for message in found:
-        task_id = leased[message.chunk_id] if leased is not None else new_id()
-        if not send_chunk(celery, message, task_id):
-            break
-        sent[message.chunk_id] = task_id
-        done.append(message)
+    task_ids = leased if leased is not None else {m.chunk_id: new_id() for m in found}
+    done = _send(celery, found, task_ids)
     if leased is None:
-        mark_sent(session, sent)
+        mark_sent(session, {m.chunk_id: task_ids[m.chunk_id] for m in done})
     return done
 
 
