@@ -21,7 +21,7 @@ The queue is not stored: a model queue whose worker died meanwhile would trap th
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 
 from celery import Celery
@@ -29,6 +29,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from stapel.broker import ChunkMessage, send_chunk
+from stapel.jobs import StoredJob
 from stapel.presence import Room, model_queue
 from stapel.states import Status
 from stapel.tables import Chunk, Job, new_id, utcnow
@@ -75,14 +76,60 @@ def messages(
         query = query.where(Chunk.id.in_(list(chunk_ids)))
     if only_unsent:
         query = query.where(Chunk.sent_at.is_(None))
+    return _routed(
+        (
+            (cid, jid, pool, prio, f"{src}-{tgt}", size)
+            for cid, jid, pool, prio, src, tgt, size in session.execute(query)
+        ),
+        room,
+    )
+
+
+def _routed(
+    chunks: Iterable[tuple[str, str, str, int, str, int]], room: Mapping[str, int]
+) -> list[ChunkMessage]:
+    """Route (chunk id, job id, pool, priority, pair, segments) rows, spending room in order."""
     left = dict(room)  # what this batch's earlier chunks have not taken yet
     found = []
-    for cid, jid, pool, prio, src, tgt, size in session.execute(query):
-        queue = route(pool, f"{src}-{tgt}", size, left)
+    for chunk_id, job_id, pool, priority, pair, size in chunks:
+        queue = route(pool, pair, size, left)
         if queue != pool:
             left[queue] -= size
-        found.append(ChunkMessage(cid, jid, pool, prio, queue, size))
+        found.append(ChunkMessage(chunk_id, job_id, pool, priority, queue, size))
     return found
+
+
+def dispatch_stored(celery: Celery, room: Room, stored: StoredJob) -> list[ChunkMessage]:
+    """Send the chunks of a job just stored, under the task ids recorded with them.
+
+    The submit path records each chunk's task id and send time in the insert, so the
+    first send reads and writes nothing more; if the broker does not take a message,
+    the watchdog finds its task id missing from Redis and sends it again.
+    """
+    job = stored.job
+    priority = job.priority if job.dispatch_priority is None else job.dispatch_priority
+    found = _routed(
+        (
+            (chunk_id, job.id, job.pool, priority, job.pair, size)
+            for chunk_id, size in stored.chunks
+        ),
+        room,
+    )
+    return _send(celery, found, stored.task_ids, room)
+
+
+def _send(
+    celery: Celery, found: list[ChunkMessage], task_ids: dict[str, str], room: Room
+) -> list[ChunkMessage]:
+    """Send messages under their task ids, stopping at the first broker failure."""
+    done: list[ChunkMessage] = []
+    for message in found:
+        if not send_chunk(celery, message, task_ids[message.chunk_id]):
+            break
+        done.append(message)
+        if message.queue != message.pool:  # spent: later sends in this view see it taken
+            room[message.queue] = room.get(message.queue, 0) - message.segments
+    return done
 
 
 def dispatch(
@@ -106,18 +153,10 @@ def dispatch(
         chunk_ids = list(leased)
     found = messages(session, room, job_id=job_id, chunk_ids=chunk_ids, only_unsent=only_unsent)
     session.commit()  # no transaction open while talking to the broker
-    sent: dict[str, str] = {}
-    done: list[ChunkMessage] = []
-    for message in found:
-        task_id = leased[message.chunk_id] if leased is not None else new_id()
-        if not send_chunk(celery, message, task_id):
-            break
-        sent[message.chunk_id] = task_id
-        done.append(message)
-        if message.queue != message.pool:  # spent: later sends in this view see it taken
-            room[message.queue] = room.get(message.queue, 0) - message.segments
+    task_ids = leased if leased is not None else {m.chunk_id: new_id() for m in found}
+    done = _send(celery, found, task_ids, room)
     if leased is None:
-        mark_sent(session, sent)
+        mark_sent(session, {m.chunk_id: task_ids[m.chunk_id] for m in done})
     return done
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import insert, select, update
@@ -67,6 +67,18 @@ def chunk_bounds(total: int, size: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, total)) for start in range(0, total, size)]
 
 
+@dataclass(frozen=True)
+class StoredJob:
+    """A job as `store_job` left it: whether this call stored it, and its chunks' sends."""
+
+    job: Job
+    created: bool
+    chunks: list[tuple[str, int]] = field(default_factory=list)
+    """(chunk id, segments) of each chunk, in order (empty for a replay)."""
+    task_ids: dict[str, str] = field(default_factory=dict)
+    """Chunk id -> the task id recorded for its first send."""
+
+
 def create_job(
     session: Session,
     tenant_id: str,
@@ -76,10 +88,33 @@ def create_job(
     chunk_segments: int,
     dispatch_priority: int | None = None,
 ) -> tuple[Job, bool]:
-    """Store a job with its documents, segments and chunks; return (job, created).
+    """Store a job with its documents, segments and chunks; return (job, created)."""
+    stored = store_job(
+        session,
+        tenant_id,
+        spec,
+        gpu_threshold=gpu_threshold,
+        chunk_segments=chunk_segments,
+        dispatch_priority=dispatch_priority,
+    )
+    return stored.job, stored.created
 
-    When another request stored a job under the same Idempotency-Key first (the unique
-    constraint says so), return that job instead.
+
+def store_job(
+    session: Session,
+    tenant_id: str,
+    spec: JobSpec,
+    *,
+    gpu_threshold: int,
+    chunk_segments: int,
+    dispatch_priority: int | None = None,
+) -> StoredJob:
+    """Store a job with its documents, segments and chunks, each with its task id.
+
+    Each chunk's first send is recorded in the insert (task id and time), so sending it
+    afterwards writes nothing (stapel.dispatch.dispatch_stored). When another request
+    stored a job under the same Idempotency-Key first (the unique constraint says so),
+    return that job instead, not created.
     """
     total = spec.segments_total
     bounds = chunk_bounds(total, chunk_segments)
@@ -110,13 +145,17 @@ def create_job(
         existing = by_idempotency_key(session, tenant_id, spec.idempotency_key or "")
         if existing is None:
             raise
-        return existing, False
+        return StoredJob(existing, False)
     _insert_documents(session, job.id, spec.documents)
+    chunk_ids = [new_id() for _ in bounds]
+    task_ids = {chunk_id: new_id() for chunk_id in chunk_ids}
     session.execute(
         insert(Chunk),
         [
             {
-                "id": new_id(),
+                "id": chunk_ids[i],
+                "task_id": task_ids[chunk_ids[i]],
+                "sent_at": job.created_at,
                 "job_id": job.id,
                 "idx": i,
                 "pool": job.pool,
@@ -139,7 +178,8 @@ def create_job(
         total,
         len(bounds),
     )
-    return job, True
+    sizes = [end - start for start, end in bounds]
+    return StoredJob(job, True, list(zip(chunk_ids, sizes, strict=True)), task_ids)
 
 
 def by_idempotency_key(session: Session, tenant_id: str, key: str) -> Job | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+import time
 from datetime import timedelta
 
 from sqlalchemy import select, update
@@ -56,21 +58,50 @@ def revoke_key(session: Session, prefix: str) -> int:
         .values(revoked_at=utcnow()),
     )
     session.commit()
+    forget_keys()
     return count
 
 
+AUTH_CACHE_S = 5.0
+"""How long a process trusts a key it looked up: a key revoked elsewhere keeps working in
+another web process for at most this long (the process that revokes it forgets it now)."""
+
+AUTH_CACHE_MAX = 10_000
+_known: dict[str, tuple[str, float]] = {}
+"""Key hash -> (tenant id, monotonic time it was looked up), for live keys only."""
+_known_lock = threading.Lock()
+
+
 def tenant_for_header(session: Session, header: str | None) -> str:
-    """Return the tenant id of an `Authorization: Bearer <key>` header, or raise 401."""
+    """Return the tenant id of an `Authorization: Bearer <key>` header, or raise 401.
+
+    A key looked up in the last AUTH_CACHE_S costs no query; a lookup writes the key's
+    last-used time only when it is older than LAST_USED_RESOLUTION.
+    """
     if not header:
         raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <key>'")
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise Unauthorized("Authorization must be 'Bearer <key>'")
-    row = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(key.strip())))
+    digest = hash_key(key.strip())
+    known = _known.get(digest)
+    if known is not None and time.monotonic() - known[1] < AUTH_CACHE_S:
+        return known[0]
+    row = session.scalar(select(ApiKey).where(ApiKey.key_hash == digest))
     if row is None or row.revoked_at is not None:
         raise Unauthorized("invalid or revoked API key")
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
         session.execute(update(ApiKey).where(ApiKey.id == row.id).values(last_used_at=now))
         session.commit()
+    with _known_lock:
+        if len(_known) >= AUTH_CACHE_MAX:
+            _known.clear()
+        _known[digest] = (row.tenant_id, time.monotonic())
     return row.tenant_id
+
+
+def forget_keys() -> None:
+    """Drop this process's looked-up keys (after a revocation)."""
+    with _known_lock:
+        _known.clear()

@@ -12,6 +12,8 @@ The web side reads it for /v1/languages and validation; workers load from it.
 from __future__ import annotations
 
 import re
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,4 +47,31 @@ def scan(root: Path) -> dict[str, ModelDir]:
             continue
         if all((entry / name).is_file() for name in REQUIRED_FILES):
             found[entry.name] = ModelDir(match.group(1), match.group(2), entry)
+    return found
+
+
+SCAN_CACHE_S = 5.0
+"""How long a process trusts its scan of the model root before looking again."""
+
+_scans: dict[Path, tuple[float, float, dict[str, ModelDir]]] = {}
+_scans_lock = threading.Lock()
+
+
+def served_pairs(root: Path) -> dict[str, ModelDir]:
+    """Return scan(root), scanned again when the root changed or SCAN_CACHE_S passed.
+
+    A pair directory added or removed changes the root's mtime and is seen at once; a
+    model whose files change in place is seen within SCAN_CACHE_S.
+    """
+    try:
+        mtime = root.stat().st_mtime
+    except OSError:
+        mtime = -1.0
+    cached = _scans.get(root)
+    now = time.monotonic()
+    if cached is not None and cached[0] == mtime and now - cached[1] < SCAN_CACHE_S:
+        return cached[2]
+    found = scan(root)
+    with _scans_lock:
+        _scans[root] = (mtime, now, found)
     return found

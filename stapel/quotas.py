@@ -2,11 +2,10 @@
 
 Today's segment counter is raised with INCRBY and lowered again if that goes over the
 limit or the job is not stored, so concurrent submissions never overshoot it. The jobs
-in flight (queued + running rows in the DB) are counted and the job stored under a short
-per-tenant lock, so they never overshoot either: a lock in the process first, where
-its threads queue without polling, then a Redis lock shared by every web process
-(polled every LOCK_POLL_S). Without a jobs-in-flight limit no lock is taken. A limit
-of 0 means no limit.
+in flight (queued + running rows in the DB, counted through the (tenant, status) index)
+plus the tenant's submissions reserved but not yet stored (a Redis counter) never
+overshoot their limit either, without a lock (see `admit`). A limit of 0 means no
+limit.
 
 Fair share: a job's broker priority is its requested priority minus one step for every
 `fair_share_step` jobs its tenant already has in flight (never below 0). A tenant that
@@ -17,10 +16,9 @@ the jobs-in-flight quota bounds how deep the flood can be.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -28,15 +26,12 @@ import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from stapel.exceptions import StapelError, Unavailable
+from stapel.exceptions import StapelError
 from stapel.states import ACTIVE
 from stapel.tables import Job, utcnow
 
 log = logging.getLogger(__name__)
 
-LOCK_TIMEOUT_S = 60
-LOCK_WAIT_S = 10
-LOCK_POLL_S = 0.005
 IN_FLIGHT_RETRY_S = 30
 """What a jobs-in-flight refusal tells clients to wait (jobs end at no fixed time)."""
 
@@ -123,45 +118,49 @@ def fair_priority(priority: int, jobs_in_flight: int, step: int) -> int:
     return max(0, priority - jobs_in_flight // step)
 
 
-_LOCAL_LOCKS: dict[str, threading.Lock] = {}
-_LOCAL_GUARD = threading.Lock()
+PENDING_TTL_S = 60
+"""A reservation older than this is dropped from the pending set (its web process died)."""
+RECHECK_WAIT_S = 2.0
+"""How long a submission refused at its in-flight limit waits for earlier ones to land."""
+RECHECK_POLL_S = 0.005
+
+# One round trip reserves both quotas and takes a place in the tenant's pending set.
+# KEYS: day counter, pending set, sequence. ARGV: segments, segment limit (0 none), day
+# counter's expiry (epoch s), member prefix (now in ms), stale cutoff (ms), pending TTL.
+# Returns {sequence number, pending submissions before this one, segments used before
+# this job, refused (the day's limit)}.
+_RESERVE = """
+local segments, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local used = redis.call('INCRBY', KEYS[1], segments)
+redis.call('EXPIREAT', KEYS[1], tonumber(ARGV[3]))
+if limit > 0 and used > limit then
+  redis.call('DECRBY', KEYS[1], segments)
+  return {0, 0, used - segments, 1}
+end
+for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  if tonumber(string.match(member, '^(%d+):')) < tonumber(ARGV[5]) then
+    redis.call('ZREM', KEYS[2], member)
+  end
+end
+local seq = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[2], seq, ARGV[4] .. ':' .. seq)
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[6]))
+redis.call('EXPIRE', KEYS[3], tonumber(ARGV[6]))
+return {seq, redis.call('ZCOUNT', KEYS[2], '-inf', seq - 1), used - segments, 0}
+"""
 
 
-def _busy() -> Unavailable:
-    return Unavailable(
-        "too many submissions of this tenant at once; retry later", code="submission_busy"
-    )
+def pending_key(tenant_id: str) -> str:
+    """Return the Redis key of the tenant's submissions reserved but not yet stored."""
+    return f"stapel:quota:{tenant_id}:pending"
 
 
-@contextmanager
-def tenant_lock(client: redis.Redis, tenant_id: str) -> Iterator[None]:
-    """Hold the tenant's submission lock (this process's, then the shared Redis one).
+@dataclass(frozen=True)
+class Admission:
+    """A reservation: the tenant's jobs in flight before this one, and the day it counts on."""
 
-    Raises Unavailable (503 submission_busy) after waiting LOCK_WAIT_S in all.
-    """
-    with _LOCAL_GUARD:
-        local = _LOCAL_LOCKS.setdefault(tenant_id, threading.Lock())
-    deadline = time.monotonic() + LOCK_WAIT_S
-    if not local.acquire(timeout=LOCK_WAIT_S):
-        raise _busy()
-    try:
-        shared = client.lock(
-            f"stapel:quota:{tenant_id}:lock",
-            timeout=LOCK_TIMEOUT_S,
-            sleep=LOCK_POLL_S,
-            blocking_timeout=max(deadline - time.monotonic(), LOCK_POLL_S),
-        )
-        if not shared.acquire():
-            raise _busy()
-        try:
-            yield
-        finally:
-            try:
-                shared.release()
-            except redis.exceptions.LockError:
-                log.warning("quota lock expired before release tenant=%s", tenant_id)
-    finally:
-        local.release()
+    in_flight: int
+    day_key: str
 
 
 @contextmanager
@@ -174,42 +173,78 @@ def admit(
     segments_limit: int,
     jobs_limit: int,
     now: datetime | None = None,
-) -> Iterator[int]:
-    """Reserve quota for a job of `segments`; yield the tenant's jobs in flight before it.
+) -> Iterator[Admission]:
+    """Reserve quota for a job of `segments` while the block stores it.
 
-    Raises QuotaExceeded when a quota would be passed. The reservation is given back if
-    the block raises; call `refund` when the block stored no new job.
+    Raises QuotaExceeded when a quota would be passed. No lock: one Redis script raises
+    the day's segment counter and puts the submission in the tenant's pending set, in
+    order; the jobs in flight are the DB's queued and running rows plus the pending
+    submissions that came before this one. Of two submissions at once the later counts
+    the earlier (pending, or stored before the count), so the limit is never overshot;
+    a submission refused while earlier ones were pending waits for them to land and
+    counts again, so it is not refused for a job that was then not stored. The
+    reservation is given back if the block raises; call `refund` with the admission
+    when the block stored no new job.
     """
     now = now or utcnow()
-    with tenant_lock(client, tenant_id) if jobs_limit else nullcontext():
-        flying = in_flight(session, tenant_id)
-        if jobs_limit and flying >= jobs_limit:
+    key, reset = day_key(tenant_id, now), next_reset(now)
+    now_ms = int(now.timestamp() * 1000)
+    seq, before, used, refused = client.eval(
+        _RESERVE,
+        3,
+        key,
+        pending_key(tenant_id),
+        pending_key(tenant_id) + ":seq",
+        segments,
+        segments_limit,
+        int((reset + timedelta(days=1)).timestamp()),
+        now_ms,
+        now_ms - PENDING_TTL_S * 1000,
+        PENDING_TTL_S,
+    )
+    if refused:
+        raise QuotaExceeded(
+            f"quota of {segments_limit} segments per day would be passed: "
+            f"{used} used today, this job has {segments}; "
+            f"it resets at {reset.isoformat()}",
+            code="quota_segments_per_day",
+            retry_after_s=int((reset - now).total_seconds()) + 1,
+        )
+    member = f"{now_ms}:{seq}"
+    try:
+        flying = _count_in_flight(client, session, tenant_id, int(seq), int(before), jobs_limit)
+        yield Admission(flying, key)
+    except BaseException:
+        client.decrby(key, segments)
+        raise
+    finally:
+        client.zrem(pending_key(tenant_id), member)
+
+
+def _count_in_flight(
+    client: redis.Redis, session: Session, tenant_id: str, seq: int, before: int, limit: int
+) -> int:
+    """Return the tenant's jobs in flight ahead of this submission; raise at the limit."""
+    deadline = time.monotonic() + RECHECK_WAIT_S
+    while True:
+        flying = in_flight(session, tenant_id) + before
+        if not limit or flying < limit:
+            return flying
+        if not before or time.monotonic() > deadline:
             raise QuotaExceeded(
-                f"quota of {jobs_limit} jobs queued or running at once is used up "
+                f"quota of {limit} jobs queued or running at once is used up "
                 f"({flying} in flight); it frees as your jobs finish",
                 code="quota_jobs_in_flight",
                 retry_after_s=IN_FLIGHT_RETRY_S,
             )
-        key = day_key(tenant_id, now)
-        reset = next_reset(now)
-        used = client.incrby(key, segments)
-        client.expireat(key, reset + timedelta(days=1))
-        if segments_limit and used > segments_limit:
-            client.decrby(key, segments)
-            raise QuotaExceeded(
-                f"quota of {segments_limit} segments per day would be passed: "
-                f"{used - segments} used today, this job has {segments}; "
-                f"it resets at {reset.isoformat()}",
-                code="quota_segments_per_day",
-                retry_after_s=int((reset - now).total_seconds()) + 1,
-            )
-        try:
-            yield flying
-        except BaseException:
-            client.decrby(key, segments)
-            raise
+        time.sleep(RECHECK_POLL_S)
+        session.rollback()  # a fresh snapshot for the next count
+        before = client.zcount(pending_key(tenant_id), "-inf", seq - 1)
 
 
-def refund(client: redis.Redis, tenant_id: str, segments: int, now: datetime | None = None) -> None:
-    """Give back a reservation whose job was not stored (an idempotent replay)."""
-    client.decrby(day_key(tenant_id, now or utcnow()), segments)
+def refund(client: redis.Redis, admission: Admission, segments: int) -> None:
+    """Give back a reservation whose job was not stored (an idempotent replay).
+
+    The segments go back to the day they were counted on, even after midnight.
+    """
+    client.decrby(admission.day_key, segments)

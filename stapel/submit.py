@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 import redis
 from celery import Celery
-from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from stapel import jobs, quotas
-from stapel.dispatch import dispatch
+from stapel.dispatch import dispatch_stored
 from stapel.jobs import JobSpec
 from stapel.presence import Room
 from stapel.settings import Settings
@@ -55,35 +54,21 @@ def submit(
         spec.segments_total,
         segments_limit=settings.quota_segments_per_day,
         jobs_limit=settings.quota_jobs_in_flight,
-    ) as flying:
-        job, created = jobs.create_job(
+    ) as admission:
+        stored = jobs.store_job(
             session,
             tenant_id,
             spec,
             gpu_threshold=settings.gpu_threshold,
             chunk_segments=settings.chunk_segments,
-            dispatch_priority=quotas.fair_priority(spec.priority, flying, settings.fair_share_step),
+            dispatch_priority=quotas.fair_priority(
+                spec.priority, admission.in_flight, settings.fair_share_step
+            ),
         )
-    if not created:  # a concurrent request with the same key stored it first
-        quotas.refund(client, tenant_id, spec.segments_total)
-        return Submitted(job, False)
-    session.expunge(job)  # a rollback below must not expire what the caller answers with
-    _send(session, celery, served, job.id)
-    return Submitted(job, True)
-
-
-def _send(session: Session, celery: Celery, served: Room, job_id: str) -> None:
-    """Send a stored job's chunks; a failure here is the watchdog's to repair, not a 503.
-
-    The job is committed, so the client must hear 202: answering an error would make it
-    submit (and pay for) the same job again.
-    """
-    try:
-        dispatch(session, celery, served, job_id=job_id)
-    except (OperationalError, InterfaceError) as exc:
-        session.rollback()
-        log.warning(
-            "job stored but not marked sent logid=%s error=%s; the watchdog will send it",
-            job_id,
-            type(exc).__name__,
-        )
+    if not stored.created:  # a concurrent request with the same key stored it first
+        quotas.refund(client, admission, spec.segments_total)
+        return Submitted(stored.job, False)
+    # The job is committed, so the client hears 202 whatever the broker does: a chunk
+    # the broker did not take is the watchdog's to send (its task id is not in Redis).
+    dispatch_stored(celery, served, stored)
+    return Submitted(stored.job, True)

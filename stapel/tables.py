@@ -80,6 +80,7 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("tenant_id", "idempotency_key", name="uq_jobs_idempotency"),
         Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
+        Index("ix_jobs_tenant_status", "tenant_id", "status"),
         Index("ix_jobs_status_pool", "status", "pool"),
     )
 

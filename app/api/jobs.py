@@ -16,7 +16,7 @@ from app.web import db_session, stapel
 from stapel import jobs, quotas
 from stapel.broker import send_callback
 from stapel.exceptions import ValidationError
-from stapel.model_dirs import scan
+from stapel.model_dirs import served_pairs
 from stapel.states import CallbackStatus, Status
 from stapel.submit import submit
 from stapel.tables import Job
@@ -70,7 +70,7 @@ def _limits() -> Limits:
 def create_job():
     """Accept a job as JSON or as uploaded .txt files; answer 202 once it is stored."""
     ext = stapel()
-    pairs = list(scan(ext.settings.model_root))
+    pairs = list(served_pairs(ext.settings.model_root))
     key = idempotency_key(request.headers.get("Idempotency-Key"))
     if request.mimetype == "multipart/form-data":
         spec = parse_upload(request.form, request.files, pairs, _limits(), key)

@@ -13,13 +13,13 @@ from app.api.blueprints import health, v1
 from app.api.errors import RETRY_AFTER_S
 from app.web import db_session, stapel
 from stapel.exceptions import Unauthorized
-from stapel.model_dirs import scan
+from stapel.model_dirs import served_pairs
 
 
 @v1.get("/languages")
 def languages():
     """List the language pairs the model root offers."""
-    pairs = scan(stapel().settings.model_root)
+    pairs = served_pairs(stapel().settings.model_root)
     return jsonify(
         {"pairs": [{"source": m.source, "target": m.target, "pair": p} for p, m in pairs.items()]}
     )

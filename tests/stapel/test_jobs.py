@@ -100,7 +100,7 @@ def test_a_one_chunk_job_ends_with_its_last_translations_in_one_write(any_sessio
     (cid,) = chunk_ids(any_session, job.id)
     claim = ch.claim_chunk(any_session, cid, "w")
     assert (claim.chunks_total, claim.has_callback) == (1, False)
-    assert claim.sent_at is None  # never marked sent: make_job sends nothing
+    assert claim.sent_at == job.created_at  # the first send is recorded with the insert
     assert (
         ch.finish_chunk(any_session, claim, [(0, "eins"), (1, "zwei")])
         == ChunkOutcome.JOB_SUCCEEDED
@@ -197,7 +197,7 @@ def test_watchdog_resends_unsent_and_lost_but_not_live(any_session):
     _, job = make_job(any_session, n=3, chunk=1)
     c1, c2, c3 = chunk_ids(any_session, job.id)
     past = utcnow() - timedelta(minutes=5)
-    any_session.execute(update(Chunk).values(created_at=past))
+    any_session.execute(update(Chunk).values(created_at=past, sent_at=None))
     mark_sent(any_session, {c2: "task-live", c3: "task-lost"}, now=past)
     report = reconcile(
         any_session,

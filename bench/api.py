@@ -1,0 +1,185 @@
+"""The API alone: one-segment POST /v1/jobs and GET /v1/jobs/<id> per second from one tenant.
+
+    python -m bench.api                     # SQLite, 8/32/64 connections, 15 s each
+    DATABASE_URL=postgresql://... python -m bench.api --history 100000
+
+The web runs as the Procfile runs it (gunicorn, 2 processes x 4 threads) with quotas,
+rate limits and idempotency on (limits set high enough not to refuse the load); no
+worker runs, so every job stays queued. The load comes from wrk (Debian's `wrk`
+package: `apt-get install wrk`), which uses a fraction of a core: each POST carries its
+own Idempotency-Key. `--history N` first stores N finished jobs for the tenant, to show
+that the jobs-in-flight count does not grow with a tenant's history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+from sqlalchemy import insert
+
+from bench.stack import ROOT, Stack, cpu_seconds
+from stapel.db import make_engine, make_session_factory
+from stapel.keys import create_key
+from stapel.tables import Job, new_id, utcnow
+
+RESULTS = ROOT / "bench" / "results"
+
+POST_LUA = """
+counter = 0
+request = function()
+  counter = counter + 1
+  local key = string.format("bench-%d-%d-%d", os.time(), math.random(1e9), counter)
+  wrk.headers["Idempotency-Key"] = key
+  return wrk.format("POST", "/v1/jobs")
+end
+"""
+
+
+def wrk(url: str, key: str, connections: int, seconds: int, script: str, body: str) -> dict:
+    """Run wrk against url; return requests/s, latency percentiles (ms) and non-2xx."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script)
+        f.write(f'wrk.headers["Authorization"] = "Bearer {key}"\n')
+        if body:
+            f.write('wrk.headers["Content-Type"] = "application/json"\n')
+            f.write(f"wrk.body = {json.dumps(body)}\n")
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            "2",
+            "-c",
+            str(connections),
+            "-d",
+            f"{seconds}s",
+            "--latency",
+            "-s",
+            f.name,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {
+        "connections": connections,
+        "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+        "p50_ms": _latency(out, "50%"),
+        "p99_ms": _latency(out, "99%"),
+        "non_2xx": int(m.group(1)) if (m := re.search(r"Non-2xx.*?:\s+(\d+)", out)) else 0,
+        "errors": "Socket errors" in out,
+    }
+
+
+def _latency(out: str, pct: str) -> float:
+    value, unit = re.search(rf"{pct}\s+([\d.]+)(us|ms|s)\b", out).groups()
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def store_history(sessions, tenant_id: str, count: int) -> None:
+    """Store count finished one-segment jobs for the tenant, quickly (bulk inserts)."""
+    now = utcnow()
+    with sessions() as s:
+        for start in range(0, count, 5000):
+            s.execute(
+                insert(Job),
+                [
+                    {
+                        "id": new_id(),
+                        "tenant_id": tenant_id,
+                        "status": "succeeded",
+                        "pool": "cpu",
+                        "source_lang": "en",
+                        "target_lang": "de",
+                        "priority": 5,
+                        "documents_total": 1,
+                        "segments_total": 1,
+                        "segments_done": 1,
+                        "chunks_total": 1,
+                        "attempts": 1,
+                        "created_at": now,
+                        "finished_at": now,
+                    }
+                    for _ in range(min(5000, count - start))
+                ],
+            )
+            s.commit()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--connections", default="8,32,64")
+    parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument("--history", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS / "api.json")
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench.api needs wrk: apt-get install wrk")
+    workdir = Path(tempfile.mkdtemp(prefix="stapel-api-bench-"))
+    stack = Stack(
+        workdir,
+        {
+            "STAPEL_MODEL_ROOT": str(ROOT / "models"),
+            "STAPEL_RATE_SUBMIT": "1000000/minute",
+            "STAPEL_RATE_READ": "1000000/minute",
+            "STAPEL_QUOTA_JOBS_IN_FLIGHT": "10000000",
+            "STAPEL_QUOTA_SEGMENTS_PER_DAY": "100000000",
+            "STAPEL_LOG_LEVEL": "WARNING",
+        },
+    )
+    try:
+        sessions = make_session_factory(make_engine(stack.env["DATABASE_URL"]))
+        with sessions() as s:
+            row, key = create_key(s, "bench")
+            tenant_id = row.tenant_id
+        if args.history:
+            store_history(sessions, tenant_id, args.history)
+        stack.start_web()
+        results = run(stack, key, args)
+        results["database"] = stack.env["DATABASE_URL"].split(":", 1)[0]
+        results["history"] = args.history
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        print(json.dumps(results, indent=2))
+    finally:
+        stack.stop()
+
+
+def run(stack: Stack, key: str, args) -> dict:
+    """POST rows at each connection count, then GET status rows; CPU of the web per row."""
+    url = stack.url
+    body = json.dumps({"source_lang": "en", "target_lang": "de", "segments": ["Hello world."]})
+    job = requests.post(
+        f"{url}/v1/jobs",
+        data=body,
+        timeout=10,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    ).json()
+    rows: dict = {"post": [], "get": []}
+    for connections in (int(c) for c in args.connections.split(",")):
+        for kind, target, script, payload in (
+            ("post", f"{url}/v1/jobs", POST_LUA, body),
+            ("get", f"{url}{job['links']['self']}", "", ""),
+        ):
+            before, started = web_cpu(stack), time.monotonic()
+            row = wrk(target, key, connections, args.seconds, script, payload)
+            row["web_cores"] = round((web_cpu(stack) - before) / (time.monotonic() - started), 2)
+            rows[kind].append(row)
+            print(kind, row, flush=True)
+    return rows
+
+
+def web_cpu(stack: Stack) -> float:
+    return sum(cpu_seconds(pid) for pid in stack.pids("web"))
+
+
+if __name__ == "__main__":
+    main()
