@@ -180,6 +180,7 @@ def lease(session: Session, job_id: str, *, hold_s: float, tenant_cap: int) -> D
         select(Job, Tenant.callback_secret, db_now())
         .join(Tenant, Tenant.id == Job.tenant_id)
         .where(Job.id == job_id)
+        .execution_options(populate_existing=True)
     ).one()
     session.commit()
     body = payload(job, sent_at, job.callback_attempts)
@@ -296,11 +297,3 @@ def give_up_expired(session: Session) -> int:
     )
     session.commit()
     return count
-
-
-def is_pending(session: Session, job_id: str) -> bool:
-    """Return whether the job has a callback waiting to be delivered."""
-    return (
-        session.scalar(select(Job.callback_status).where(Job.id == job_id))
-        == CallbackStatus.PENDING
-    )

@@ -214,18 +214,10 @@ def _refresh_job_progress(session: Session, job_id: str) -> None:
 
 def _ended_under(session: Session, claim: Claim, status: Status) -> bool:
     """Whether this claim already moved its chunk to status (a re-run after a lost answer)."""
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(Chunk)
-            .where(
-                Chunk.id == claim.chunk_id,
-                Chunk.claim_token == claim.token,
-                Chunk.status == status,
-            )
-        )
-        == 1
-    )
+    row = session.execute(
+        select(Chunk.claim_token, Chunk.status).where(Chunk.id == claim.chunk_id)
+    ).first()
+    return row is not None and tuple(row) == (claim.token, status)
 
 
 @retry_conflicts

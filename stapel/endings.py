@@ -33,8 +33,10 @@ def end_if_done(session: Session, job_id: str) -> Status | None:
             select(Chunk.status, func.count()).where(Chunk.job_id == job_id).group_by(Chunk.status)
         ).all()
     )
-    if not counts or any(counts.get(status) for status in ACTIVE):
+    if any(counts.get(status) for status in ACTIVE):
         return None
+    if not counts:  # nothing to translate ever: no path makes such a job, but it must end
+        return Status.FAILED if fail(session, job_id, "the job has no chunks") else None
     if set(counts) == {Status.SUCCEEDED}:
         return Status.SUCCEEDED if succeed(session, job_id) else None
     failed = session.execute(

@@ -166,6 +166,20 @@ class Stack:
             self.beat.wait_ready()
         return started
 
+    def launch(self, *specs: tuple[str, str | None, int, dict]) -> dict[str, GroupWorker]:
+        """Start workers (name, queues or None for the pool's, concurrency, extra env)
+        side by side; wait until all answer; return them by name."""
+        procs = {
+            name: GroupWorker(
+                {**self.env, **env}, self.log_dir, concurrency=c, name=name, queues=queues
+            ).launch()
+            for name, queues, c, env in specs
+        }
+        self.workers.extend(procs.values())
+        for proc in procs.values():
+            proc.wait_ready(self.celery)
+        return procs
+
     def close(self) -> None:
         """Stop every process this stack started, then the app's connections."""
         for proc in self.workers:

@@ -28,7 +28,6 @@ from stapel.keys import create_key
 from stapel.tables import Job, db_now
 from tests.factories import sentences, wait_for
 from tests.faults.harness import DEADLINE_S, SHORT_ENV
-from tests.faults.procs import GroupWorker
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -132,18 +131,6 @@ def in_flight(stack, ids: list[str]) -> int:
         )
 
 
-def launch(stack, *specs: tuple[str, str, int]) -> dict[str, GroupWorker]:
-    """Start workers (name, queues, concurrency) side by side; wait until all answer."""
-    procs = {
-        name: GroupWorker(stack.env, stack.log_dir, concurrency=c, name=name, queues=q).launch()
-        for name, q, c in specs
-    }
-    stack.workers.extend(procs.values())
-    for proc in procs.values():
-        proc.wait_ready(stack.celery)
-    return procs
-
-
 def submit(stack, n: int, headers: dict, callback_url: str | None = None) -> str:
     texts = sentences(1, seed=n)
     body = {"source_lang": "en", "target_lang": "de", "segments": texts}
@@ -163,8 +150,8 @@ def test_a_dripping_receiver_cannot_stall_the_cluster(make_stack, reference, rep
     with stack.app.extensions["stapel"].sessions() as s:
         other = {"Authorization": f"Bearer {create_key(s, 'other-tenant')[1]}"}
     stack.start_beat()
-    procs = launch(
-        stack, ("pool", "cpu,control", 16), ("control", "control", 2), ("hooks", "callbacks", 8)
+    procs = stack.launch(
+        ("pool", None, 16, {}), ("control", "control", 2, {}), ("hooks", "callbacks", 8, {})
     )
     try:
         figures = _flood(stack, receiver, other, procs, reference)
