@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
-PROCESSES ?= web worker_control beat flower autoscaler demo
+PROCESSES ?= web worker_control worker_callbacks beat flower autoscaler demo
 
 # `make chromium` installs the browser the Flower test drives (Debian, as root).
 .PHONY: chromium install install-train migrate run test lint lock bench bench-model models clean

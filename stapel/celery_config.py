@@ -12,8 +12,9 @@ POOL_QUEUES = ("cpu", "gpu")
 """The worker pools' shared queues."""
 CONTROL_QUEUE = "control"
 """Watchdog and other control tasks."""
-CALLBACK_QUEUE = "control"
-"""Where callback deliveries go."""
+CALLBACK_QUEUE = "callbacks"
+"""Callback deliveries: their own queue and worker process, so a slow receiver can take
+no slot of the watchdog's or of a translation's."""
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "task_queues": tuple(
             Queue(name, Exchange(name, type="direct"), routing_key=name)
-            for name in (*POOL_QUEUES, CONTROL_QUEUE)
+            for name in (*POOL_QUEUES, CONTROL_QUEUE, CALLBACK_QUEUE)
         ),
         "task_default_queue": CONTROL_QUEUE,
         "task_default_priority": 4,
@@ -60,7 +61,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "watchdog": {
                 "task": "stapel.watchdog",
                 "schedule": settings.watchdog_interval_s,
-                "options": {"queue": CONTROL_QUEUE, "expires": settings.watchdog_interval_s},
+                # no `expires`: it compares beat's clock with the worker's; a pass takes
+                # a turn in Redis instead (workers.control.take_turn)
+                "options": {"queue": CONTROL_QUEUE},
             },
         },
     }

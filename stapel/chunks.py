@@ -3,6 +3,10 @@
 A claim is a compare-and-set from `queued` to `running` that also hands out a claim
 token; every later write checks the token, so a worker that lost its chunk (requeued by
 the watchdog, cancelled by the client) finds out at its next heartbeat and stops.
+
+Each public function is one transaction that first locks the chunk's job
+(`stapel.locking`: job, then chunks, then segments), and is re-run on a lock conflict.
+Heartbeats and times are the database's clock (`db_now`), never this host's.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import case, func, literal, select, update
+from sqlalchemy import bindparam, case, func, literal, select, update
 from sqlalchemy.orm import Session
 
-from stapel.callbacks import on_final
+from stapel import endings
 from stapel.db import affected
-from stapel.states import ACTIVE, ChunkOutcome, Status
-from stapel.tables import Chunk, Job, Segment, new_id, utcnow
+from stapel.locking import lock_job, retry_conflicts
+from stapel.states import ChunkOutcome, Status
+from stapel.tables import Chunk, Job, Segment, db_now, new_id
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +43,8 @@ class Claim:
     priority: int
     chunks_total: int = 1
     sent_at: datetime | None = None
+    claimed_at: datetime | None = None
+    """The database's time of the claim (so `claimed_at - sent_at` is the queue wait)."""
     has_callback: bool = False
 
 
@@ -49,9 +56,15 @@ def chunk_size(session: Session, chunk_id: str) -> int:
     )
 
 
+@retry_conflicts
 def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
     """Take a queued chunk for this worker, or return None if it is not claimable."""
-    token, now = new_id(), utcnow()
+    job_id = session.scalar(select(Chunk.job_id).where(Chunk.id == chunk_id))
+    session.commit()  # the claim's own transaction starts with the job's lock
+    if job_id is None:
+        return None
+    lock_job(session, job_id)
+    token = new_id()
     won = affected(
         session,
         update(Chunk)
@@ -61,7 +74,7 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
             attempts=Chunk.attempts + 1,
             claim_token=token,
             worker=worker,
-            heartbeat_at=now,
+            heartbeat_at=db_now(),
             error=None,
         ),
     )
@@ -70,7 +83,6 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
         return None
     chunk = session.execute(
         select(
-            Chunk.job_id,
             Chunk.idx,
             Chunk.first_segment,
             Chunk.end_segment,
@@ -81,20 +93,19 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
             Job.priority,
             Job.chunks_total,
             Job.callback_url.is_not(None).label("has_callback"),
+            db_now().label("now"),
         )
         .join(Job, Job.id == Chunk.job_id)
         .where(Chunk.id == chunk_id)
     ).one()
+    queued = Job.status == Status.QUEUED
     session.execute(
         update(Job)
-        .where(Job.id == chunk.job_id)
+        .where(Job.id == job_id)
         .values(
-            status=case(
-                (Job.status == Status.QUEUED, literal(Status.RUNNING.value)), else_=Job.status
-            ),
+            status=case((queued, literal(Status.RUNNING.value)), else_=Job.status),
             started_at=case(
-                (Job.status == Status.QUEUED, func.coalesce(Job.started_at, now)),
-                else_=Job.started_at,
+                (queued, func.coalesce(Job.started_at, db_now())), else_=Job.started_at
             ),
             attempts=case((Job.attempts < chunk.attempts, chunk.attempts), else_=Job.attempts),
         )
@@ -102,7 +113,7 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
     session.commit()
     return Claim(
         chunk_id=chunk_id,
-        job_id=chunk.job_id,
+        job_id=job_id,
         chunk_idx=chunk.idx,
         token=token,
         pair=f"{chunk.source_lang}-{chunk.target_lang}",
@@ -112,6 +123,7 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
         priority=chunk.priority,
         chunks_total=chunk.chunks_total,
         sent_at=chunk.sent_at,
+        claimed_at=chunk.now,
         has_callback=bool(chunk.has_callback),
     )
 
@@ -131,11 +143,13 @@ def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
     return [(idx, source) for idx, source in rows]
 
 
+@retry_conflicts
 def record_batch(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> bool:
     """Write translated segments, heartbeat and progress; return False if the claim is lost.
 
     The segments are kept even when the claim is lost: they are correct translations.
     """
+    lock_job(session, claim.job_id)
     _write_segments(session, claim, translations)
     done = session.scalar(
         select(func.count())
@@ -150,13 +164,7 @@ def record_batch(session: Session, claim: Claim, translations: list[tuple[int, s
     owned = (
         affected(
             session,
-            update(Chunk)
-            .where(
-                Chunk.id == claim.chunk_id,
-                Chunk.claim_token == claim.token,
-                Chunk.status == Status.RUNNING,
-            )
-            .values(done=done, heartbeat_at=utcnow()),
+            update(Chunk).where(*_owned(claim)).values(done=done, heartbeat_at=db_now()),
         )
         == 1
     )
@@ -165,15 +173,33 @@ def record_batch(session: Session, claim: Claim, translations: list[tuple[int, s
     return owned
 
 
+def _owned(claim: Claim) -> tuple:
+    """The compare-and-set condition of a write that needs the claim still held."""
+    return (
+        Chunk.id == claim.chunk_id,
+        Chunk.claim_token == claim.token,
+        Chunk.status == Status.RUNNING,
+    )
+
+
+_SEGMENTS = Segment.__table__
+_WRITE_SEGMENT = (
+    update(_SEGMENTS)  # type: ignore[arg-type]
+    .where(
+        _SEGMENTS.c.job_id == bindparam("w_job"),
+        _SEGMENTS.c.idx == bindparam("w_idx"),
+        # a segment is written once: a stale worker or a re-run never overwrites it
+        _SEGMENTS.c.target.is_(None),
+    )
+    .values(target=bindparam("w_target"))
+)
+
+
 def _write_segments(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> None:
-    # Only segments nobody has written: a worker that lost its claim (cut off, then back)
-    # may still write, but never over the translation the chunk's new owner wrote.
     if translations:
         session.execute(
-            update(Segment)
-            .where(Segment.target.is_(None))
-            .execution_options(synchronize_session=None),
-            [{"job_id": claim.job_id, "idx": i, "target": t} for i, t in translations],
+            _WRITE_SEGMENT,
+            [{"w_job": claim.job_id, "w_idx": i, "w_target": t} for i, t in translations],
         )
 
 
@@ -186,142 +212,93 @@ def _refresh_job_progress(session: Session, job_id: str) -> None:
     session.execute(update(Job).where(Job.id == job_id).values(segments_done=total_done))
 
 
+def _ended_under(session: Session, claim: Claim, status: Status) -> bool:
+    """Whether this claim already moved its chunk to status (a re-run after a lost answer)."""
+    row = session.execute(
+        select(Chunk.claim_token, Chunk.status).where(Chunk.id == claim.chunk_id)
+    ).first()
+    return row is not None and tuple(row) == (claim.token, status)
+
+
+@retry_conflicts
 def finish_chunk(
     session: Session, claim: Claim, translations: Sequence[tuple[int, str]] = ()
 ) -> ChunkOutcome:
-    """Write the last translations and mark the chunk succeeded, in one transaction.
+    """Write the last translations, mark the chunk succeeded and, if it was the job's
+    last, end the job: one transaction.
 
-    Return JOB_SUCCEEDED if that finished its job, CHUNK_SUCCEEDED if other chunks are
-    still to go, LOST if the claim was lost (the translations are kept, nothing else changes). A job
-    of one chunk ends in the same transaction; a job of several is checked after the
-    commit, so that of two last chunks finishing at once one sees the other's success.
+    Return JOB_SUCCEEDED if the job has succeeded with this chunk, CHUNK_SUCCEEDED if
+    other chunks are still to go, LOST if the claim was lost (the translations are
+    kept, nothing else changes). Safe to run again: a chunk that already succeeded
+    under this claim (a commit whose answer was lost) counts as this call's success.
     """
-    now = utcnow()
+    lock_job(session, claim.job_id)
     _write_segments(session, claim, list(translations))
     won = affected(
         session,
         update(Chunk)
-        .where(
-            Chunk.id == claim.chunk_id,
-            Chunk.claim_token == claim.token,
-            Chunk.status == Status.RUNNING,
-        )
-        .values(status=Status.SUCCEEDED, finished_at=now, done=claim.end - claim.first),
+        .where(*_owned(claim))
+        .values(status=Status.SUCCEEDED, finished_at=db_now(), done=claim.end - claim.first),
     )
-    if won != 1:
+    if won != 1 and not _ended_under(session, claim, Status.SUCCEEDED):
         session.commit()
         return ChunkOutcome.LOST
-    if claim.chunks_total == 1:
-        return _finish_job(session, claim.job_id, now)
     _refresh_job_progress(session, claim.job_id)
+    ended = endings.end_if_done(session, claim.job_id)
+    status = session.scalar(select(Job.status).where(Job.id == claim.job_id))
     session.commit()
-    unfinished = session.scalar(
-        select(func.count())
-        .select_from(Chunk)
-        .where(Chunk.job_id == claim.job_id, Chunk.status != Status.SUCCEEDED)
-    )
-    if unfinished:
-        return ChunkOutcome.CHUNK_SUCCEEDED
-    return _finish_job(session, claim.job_id, now)
+    if ended == Status.SUCCEEDED or (won != 1 and status == Status.SUCCEEDED):
+        return ChunkOutcome.JOB_SUCCEEDED
+    return ChunkOutcome.CHUNK_SUCCEEDED
 
 
-def _finish_job(session: Session, job_id: str, now: datetime) -> ChunkOutcome:
-    finished = (
-        affected(
-            session,
-            update(Job)
-            .where(Job.id == job_id, Job.status.in_(ACTIVE))
-            .values(
-                status=Status.SUCCEEDED,
-                finished_at=now,
-                segments_done=Job.segments_total,
-                **on_final(now),
-            ),
-        )
-        == 1
-    )
-    session.commit()
-    return ChunkOutcome.JOB_SUCCEEDED if finished else ChunkOutcome.CHUNK_SUCCEEDED
-
-
+@retry_conflicts
 def fail_chunk(
     session: Session, claim: Claim, error: str, *, retry: bool, max_attempts: int
 ) -> ChunkOutcome:
-    """Requeue the chunk alone if it has attempts left and may retry, else fail its job.
+    """Requeue the chunk alone if it has attempts left and may retry, else fail its job
+    in the same transaction.
 
     Returns REQUEUED, JOB_FAILED (this call failed the job) or LOST (claim gone).
     """
+    lock_job(session, claim.job_id)
     if retry and claim.attempt < max_attempts:
         won = (
             affected(
                 session,
                 update(Chunk)
-                .where(
-                    Chunk.id == claim.chunk_id,
-                    Chunk.claim_token == claim.token,
-                    Chunk.status == Status.RUNNING,
-                )
+                .where(*_owned(claim))
                 .values(status=Status.QUEUED, claim_token=None, sent_at=None, error=error),
             )
             == 1
         )
         if won:
-            requeue_job_if_idle(session, claim.job_id)
+            endings.requeue_if_idle(session, claim.job_id)
         session.commit()
         return ChunkOutcome.REQUEUED if won else ChunkOutcome.LOST
     won = (
         affected(
             session,
             update(Chunk)
-            .where(
-                Chunk.id == claim.chunk_id,
-                Chunk.claim_token == claim.token,
-                Chunk.status == Status.RUNNING,
-            )
-            .values(status=Status.FAILED, finished_at=utcnow(), error=error),
+            .where(*_owned(claim))
+            .values(status=Status.FAILED, finished_at=db_now(), error=error),
         )
         == 1
     )
     if not won:
+        again = _ended_under(session, claim, Status.FAILED)
         session.rollback()
-        return ChunkOutcome.LOST
+        return ChunkOutcome.JOB_FAILED if again else ChunkOutcome.LOST
     reason = f"chunk {claim.chunk_idx} failed after {claim.attempt} attempt(s): {error}"
-    return ChunkOutcome.JOB_FAILED if fail_job(session, claim.job_id, reason) else ChunkOutcome.LOST
+    failed = endings.fail(session, claim.job_id, reason)
+    session.commit()
+    return ChunkOutcome.JOB_FAILED if failed else ChunkOutcome.LOST
 
 
+@retry_conflicts
 def fail_job(session: Session, job_id: str, reason: str) -> bool:
     """Mark a job failed with a reason and stop its other chunks; True if this call did."""
-    now = utcnow()
-    won = (
-        affected(
-            session,
-            update(Job)
-            .where(Job.id == job_id, Job.status.in_(ACTIVE))
-            .values(status=Status.FAILED, error=reason, finished_at=now, **on_final(now)),
-        )
-        == 1
-    )
-    if won:
-        session.execute(
-            update(Chunk)
-            .where(Chunk.job_id == job_id, Chunk.status.in_(ACTIVE))
-            .values(status=Status.CANCELLED, finished_at=now)
-        )
-        log.warning("job failed logid=%s reason=%s", job_id, reason)
+    lock_job(session, job_id)
+    won = endings.fail(session, job_id, reason)
     session.commit()
     return won
-
-
-def requeue_job_if_idle(session: Session, job_id: str) -> None:
-    """Put a running job back to `queued` when none of its chunks is running any more."""
-    running = (
-        select(func.count())
-        .select_from(Chunk)
-        .where(Chunk.job_id == job_id, Chunk.status == Status.RUNNING)
-        .scalar_subquery()
-    )
-    session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.status == Status.RUNNING, running == 0)
-        .values(status=Status.QUEUED)
-    )

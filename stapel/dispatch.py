@@ -32,7 +32,7 @@ from stapel.broker import ChunkMessage, send_chunk
 from stapel.jobs import StoredJob
 from stapel.presence import Room, model_queue
 from stapel.states import Status
-from stapel.tables import Chunk, Job, new_id, utcnow
+from stapel.tables import Chunk, Job, db_now, new_id
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,8 @@ def mark_sent(session: Session, sent: dict[str, str], now: datetime | None = Non
     """Record the task id and time each chunk was sent with (chunk id -> task id)."""
     if not sent:
         return
-    now = now or utcnow()
+    # the database's clock: the watchdog compares sent_at with its own reading of it
+    now = now or session.scalar(select(db_now()))
     session.execute(
         update(Chunk),
         [{"id": cid, "task_id": tid, "sent_at": now} for cid, tid in sent.items()],

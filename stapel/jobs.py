@@ -20,9 +20,11 @@ from sqlalchemy.orm import Session
 
 from stapel.callbacks import on_final
 from stapel.db import affected
+from stapel.endings import stop_chunks
 from stapel.exceptions import Conflict, NotFound
+from stapel.locking import lock_job, retry_conflicts
 from stapel.states import ACTIVE, Status
-from stapel.tables import Chunk, Document, Job, Segment, new_id, utcnow
+from stapel.tables import Chunk, Document, Job, Segment, db_now, new_id
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +137,8 @@ def store_job(
         segments_done=0,
         chunks_total=len(bounds),
         attempts=0,
-        created_at=utcnow(),
+        # the database's clock: the watchdog compares a chunk's age with its own reading
+        created_at=session.scalar(select(db_now())),
     )
     session.add(job)
     try:
@@ -239,33 +242,31 @@ def list_jobs(
     return list(session.scalars(query))
 
 
+@retry_conflicts
 def cancel_job(session: Session, tenant_id: str, job_id: str) -> Job:
-    """Cancel a queued or running job; its running chunks stop at their next heartbeat."""
+    """Cancel a queued or running job; its running chunks stop at their next heartbeat.
+
+    One transaction in the lock order (job, then chunks), re-run on a lock conflict, so
+    a cancel racing a worker's writes waits its turn instead of failing.
+    """
     job = get_job(session, tenant_id, job_id)
-    now = utcnow()
+    session.commit()  # end the read: the change starts with the job's lock
+    lock_job(session, job.id)
     won = affected(
         session,
         update(Job)
         .where(Job.id == job.id, Job.status.in_(ACTIVE))
-        .values(status=Status.CANCELLED, finished_at=now, **on_final(now)),
+        .values(status=Status.CANCELLED, finished_at=db_now(), **on_final()),
     )
     if won != 1:
         session.rollback()
         session.refresh(job)
         raise Conflict(f"job {job.id} is already {job.status}", code="job_finished")
-    _stop_chunks(session, job.id, Status.CANCELLED)
+    stop_chunks(session, job.id, Status.CANCELLED)
     session.commit()
     session.refresh(job)
     log.info("job cancelled logid=%s", job.id)
     return job
-
-
-def _stop_chunks(session: Session, job_id: str, status: str) -> None:
-    session.execute(
-        update(Chunk)
-        .where(Chunk.job_id == job_id, Chunk.status.in_(ACTIVE))
-        .values(status=status, finished_at=utcnow())
-    )
 
 
 def iter_result(

@@ -6,16 +6,23 @@ the cloud metadata service, Redis or anything else on the private network (SSRF)
 (unless the operator allowed the host in STAPEL_CALLBACK_ALLOW_HOSTS), and connects to
 that very IP with the Host header and TLS SNI/certificate check set to the URL's host,
 so a DNS answer that changes between check and connect (rebinding) cannot redirect it.
+
+The whole exchange (DNS, connect, TLS handshake, request, status line, headers, answer)
+ends by one wall-clock deadline: every socket operation waits at most for the time
+left, and a timer shuts the socket down at the deadline, so a receiver that drips a
+byte a second holds a delivery no longer than the deadline.
 """
 
 from __future__ import annotations
 
+import http.client
+import io
 import ipaddress
 import socket
+import ssl
+import threading
 import time
 from urllib.parse import urlsplit
-
-import urllib3
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -79,7 +86,46 @@ def check_literal(host: str, allow_hosts: tuple[str, ...]) -> None:
         raise BlockedDestination(f"{host} is not a public address")
 
 
-def resolve(host: str, port: int, allow_hosts: tuple[str, ...]) -> IPAddress:
+class Deadline:
+    """A point in monotonic time that an exchange must end by."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left; raise TimeoutError when none are."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"callback exchange passed its {self.seconds:g} s deadline")
+        return left
+
+
+def _getaddrinfo(host: str, port: int, deadline: Deadline | None) -> list:
+    """getaddrinfo, given up at the deadline (the lookup's thread ends on its own later)."""
+    if deadline is None:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    answer: list = []
+
+    def lookup() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            answer.append(exc)
+
+    thread = threading.Thread(target=lookup, daemon=True, name="callback-dns")
+    thread.start()
+    thread.join(deadline.left())
+    if not answer:
+        raise TimeoutError(f"resolving {host} passed the {deadline.seconds:g} s deadline")
+    if isinstance(answer[0], OSError):
+        raise answer[0]
+    return answer[0]
+
+
+def resolve(
+    host: str, port: int, allow_hosts: tuple[str, ...], deadline: Deadline | None = None
+) -> IPAddress:
     """Resolve host once and return the address to connect to, or raise BlockedDestination."""
     host = host.lower()
     ip = literal_ip(host)
@@ -87,7 +133,7 @@ def resolve(host: str, port: int, allow_hosts: tuple[str, ...]) -> IPAddress:
         addresses = [ip]
     else:
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            infos = _getaddrinfo(host, port, deadline)
         except socket.gaierror as exc:
             raise OSError(f"cannot resolve {host}: {exc}") from exc
         addresses = [ip for info in infos if (ip := literal_ip(str(info[4][0]))) is not None]
@@ -100,6 +146,67 @@ def resolve(host: str, port: int, allow_hosts: tuple[str, ...]) -> IPAddress:
     return allowed[0]
 
 
+class _Reader(io.RawIOBase):
+    """A socket's receiving side where every recv waits at most for the time left."""
+
+    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
+        self.sock, self.deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        self.sock.settimeout(self.deadline.left())
+        return self.sock.recv_into(buffer)
+
+
+class _DeadlineSocket:
+    """What http.client needs of a socket, each operation bounded by the deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
+        self.sock, self.deadline = sock, deadline
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.settimeout(self.deadline.left())
+        self.sock.sendall(data)
+
+    def makefile(self, mode: str = "rb", *_args, **_kwargs) -> io.BufferedReader:
+        return io.BufferedReader(_Reader(self.sock, self.deadline))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _Exchange(http.client.HTTPConnection):
+    """One HTTP(S) exchange with the checked IP, the URL's host as Host and TLS name."""
+
+    def __init__(self, ip: IPAddress, port: int, host: str, tls: bool, deadline: Deadline):
+        super().__init__(str(ip), port, timeout=deadline.left())
+        self.server_name, self.tls, self.deadline = host, tls, deadline
+        self.live: socket.socket | None = None
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), timeout=self.deadline.left())
+        self.live = sock
+        if self.tls:
+            context = ssl.create_default_context()
+            sock = context.wrap_socket(
+                sock, server_hostname=self.server_name, do_handshake_on_connect=False
+            )
+            self.live = sock
+            sock.settimeout(self.deadline.left())
+            sock.do_handshake()
+        self.sock = _DeadlineSocket(sock, self.deadline)
+
+    def abort(self) -> None:
+        """Shut the socket down from another thread: whatever waits on it returns now."""
+        if self.live is not None:
+            try:
+                socket.socket.shutdown(self.live, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 def post(
     url: str,
     body: bytes,
@@ -110,54 +217,42 @@ def post(
     max_response_bytes: int = 65536,
 ) -> int:
     """POST body to url on its checked IP; return the status. No redirects are followed,
-    at most max_response_bytes of the answer are read, the whole exchange ends within
-    about connect + timeout_s. Raises BlockedDestination or OSError."""
+    at most max_response_bytes of the answer are read, and the whole exchange ends
+    within timeout_s (TimeoutError past it). Raises BlockedDestination or OSError."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise BlockedDestination("callback_url must be an http or https URL")
     if parts.username or parts.password:
         raise BlockedDestination("callback_url must not carry credentials")
+    deadline = Deadline(timeout_s)
     host = parts.hostname
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    ip = resolve(host, port, allow_hosts)
-    timeout = urllib3.Timeout(connect=3.05, read=timeout_s)
-    if parts.scheme == "https":
-        pool: urllib3.HTTPConnectionPool = urllib3.HTTPSConnectionPool(
-            str(ip),
-            port,
-            timeout=timeout,
-            retries=False,
-            server_hostname=host,
-            assert_hostname=host,
-            cert_reqs="CERT_REQUIRED",
-        )
-    else:
-        pool = urllib3.HTTPConnectionPool(str(ip), port, timeout=timeout, retries=False)
-    netloc = host if parts.port is None else f"{host}:{port}"
-    if ":" in host:
-        netloc = f"[{host}]" if parts.port is None else f"[{host}]:{port}"
+    ip = resolve(host, port, allow_hosts, deadline)
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc = f"{netloc}:{port}"
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    deadline = time.monotonic() + timeout_s
+    exchange = _Exchange(ip, port, host, parts.scheme == "https", deadline)
+    timer = threading.Timer(deadline.left(), exchange.abort)
+    timer.daemon = True
+    timer.start()
     try:
-        response = pool.urlopen(
-            "POST",
-            path,
-            body=body,
-            headers={**headers, "Host": netloc},
-            redirect=False,
-            preload_content=False,
-            assert_same_host=False,
-        )
-        read = 0
-        while read < max_response_bytes and time.monotonic() < deadline:
-            data = response.read(min(8192, max_response_bytes - read))
-            if not data:
-                break
-            read += len(data)
-        status = response.status
-        response.release_conn()
-    except urllib3.exceptions.HTTPError as exc:
+        exchange.request("POST", path, body=body, headers={**headers, "Host": netloc})
+        response = exchange.getresponse()
+    except (http.client.HTTPException, OSError) as exc:
+        timer.cancel()
+        exchange.close()
+        deadline.left()  # past the deadline, say so (TimeoutError) rather than what broke
+        if isinstance(exc, OSError):
+            raise
         raise OSError(f"{type(exc).__name__}: {exc}") from exc
+    try:  # the status decided the outcome; the answer is read only as far as it is quick
+        read = 0
+        while read < max_response_bytes and (data := response.read1(8192)):
+            read += len(data)
+    except (http.client.HTTPException, OSError):
+        pass
     finally:
-        pool.close()
-    return status
+        timer.cancel()
+        exchange.close()
+    return response.status

@@ -120,6 +120,7 @@ class Settings:
     callback_allow_hosts: tuple[str, ...] = setting("STAPEL_CALLBACK_ALLOW_HOSTS", ())
     callback_timeout_s: float = setting("STAPEL_CALLBACK_TIMEOUT_S", 10.0)
     callback_max_response_bytes: int = setting("STAPEL_CALLBACK_MAX_RESPONSE_BYTES", 64 * 1024)
+    callback_tenant_in_flight: int = setting("STAPEL_CALLBACK_TENANT_IN_FLIGHT", 4)
 
     def __post_init__(self) -> None:
         hosts = tuple(h.lower() for h in self.callback_allow_hosts)

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from sqlalchemy import (
     JSON,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
+    literal,
 )
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator
 
 from stapel.states import Status
@@ -26,9 +31,17 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+CLOCK_SKEW = timedelta(0)
+"""Test hook only (`workers.faults`, STAPEL_TEST_CLOCK_SKEW_S): shifts this process's clock."""
+
+
 def utcnow() -> datetime:
-    """Return the current time, timezone-aware, in UTC."""
-    return datetime.now(timezone.utc)
+    """Return this host's current time, timezone-aware, in UTC.
+
+    For this host's own use (logs, metrics, Redis keys). A timestamp that another host
+    compares is written and compared with the database's clock instead: `db_now`.
+    """
+    return datetime.now(timezone.utc) + CLOCK_SKEW
 
 
 class UTCDateTime(TypeDecorator):
@@ -48,6 +61,44 @@ class UTCDateTime(TypeDecorator):
         if value is not None and value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value
+
+
+class DbNow(FunctionElement):
+    """The database's current time (plus an offset in seconds) as a SQL expression."""
+
+    type = UTCDateTime()
+    inherit_cache = True
+    name = "db_now"
+
+
+@compiles(DbNow)
+def _now_postgresql(element: DbNow, compiler: Any, **kw: Any) -> str:
+    # now() is the transaction's start: every write of one transaction gets the same time
+    clauses = list(element.clauses)
+    if not clauses:
+        return "now()"
+    return f"(now() + make_interval(secs => {compiler.process(clauses[0], **kw)}))"
+
+
+@compiles(DbNow, "sqlite")
+def _now_sqlite(element: DbNow, compiler: Any, **kw: Any) -> str:
+    # The text SQLAlchemy stores a datetime as on SQLite ('YYYY-MM-DD HH:MM:SS.ffffff'),
+    # so stored and computed times compare as strings (CURRENT_TIMESTAMP has no fraction).
+    clauses = list(element.clauses)
+    offset = f", {compiler.process(clauses[0], **kw)} || ' seconds'" if clauses else ""
+    return f"(strftime('%Y-%m-%d %H:%M:%f', 'now'{offset}) || '000')"
+
+
+def db_now(offset_s: float | None = None) -> DbNow:
+    """Return the database's clock (plus offset_s seconds) as a SQL expression.
+
+    Every timestamp another host compares (heartbeats, sends, creation, callback times,
+    leases) is written and compared with this, on SQLite and PostgreSQL alike, so a
+    host whose clock is off can neither look dead nor hide a dead worker.
+    """
+    if offset_s is None:
+        return DbNow()
+    return DbNow(literal(float(offset_s), Float()))
 
 
 class Base(DeclarativeBase):
@@ -82,6 +133,8 @@ class Job(Base):
         Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
         Index("ix_jobs_tenant_status", "tenant_id", "status"),
         Index("ix_jobs_status_pool", "status", "pool"),
+        Index("ix_jobs_callback_due", "callback_status", "callback_next_at"),
+        Index("ix_jobs_status_finished", "status", "finished_at"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -106,6 +159,9 @@ class Job(Base):
     callback_status: Mapped[str | None] = mapped_column(String(16))
     callback_attempts: Mapped[int] = mapped_column(Integer, default=0)
     callback_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the next delivery may start (DB clock)."""
+    callback_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """A delivery holds the callback until then (DB clock): it is in flight."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

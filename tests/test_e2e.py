@@ -16,10 +16,12 @@ from sqlalchemy import select
 from app import create_app
 from stapel import callbacks
 from stapel.broker import send_chunk
+from stapel.celery_config import CALLBACK_QUEUE
 from stapel.dispatch import ChunkMessage
 from stapel.keys import create_key
 from stapel.tables import Chunk, new_id
 from tests.factories import sentences, wait_for
+from tests.faults.procs import GroupWorker
 from tests.workers_proc import ServerThread, WorkerProcess
 
 pytestmark = pytest.mark.e2e
@@ -48,6 +50,15 @@ def worker(app, worker_env, tmp_path):
     proc = WorkerProcess(worker_env, tmp_path).start(app.extensions["stapel"].celery)
     yield proc
     proc.stop()
+
+
+@pytest.fixture
+def callback_worker(app, worker_env, tmp_path):
+    """The Procfile's `worker_callbacks`: deliveries have a queue and a process of their own."""
+    proc = GroupWorker(worker_env, tmp_path, name="callbacks", queues=CALLBACK_QUEUE)
+    proc.start(app.extensions["stapel"].celery)
+    yield proc
+    proc.close()
 
 
 @pytest.fixture
@@ -171,7 +182,7 @@ class Hook(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_callback_is_posted_once_and_signed(app, worker, auth, client, runner):
+def test_callback_is_posted_once_and_signed(app, worker, callback_worker, auth, client, runner):
     Hook.received = []
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=hook.serve_forever, daemon=True).start()

@@ -15,7 +15,7 @@ from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stapel import callbacks, logs, metrics
+from stapel import logs, metrics
 from stapel.broker import send_callback
 from stapel.chunks import (
     Claim,
@@ -30,7 +30,7 @@ from stapel.db import with_retry
 from stapel.dispatch import dispatch
 from stapel.exceptions import PermanentTranslationError
 from stapel.states import ChunkOutcome, TaskOutcome
-from stapel.tables import Chunk, utcnow
+from stapel.tables import Chunk
 from workers.runtime import WorkerState, state
 
 log = logging.getLogger(__name__)
@@ -117,8 +117,9 @@ def _hand_back(current: WorkerState, celery: Celery, session: Session, chunk_id:
 def _run_claimed(
     current: WorkerState, celery: Celery, session: Session, claim: Claim, worker: str, queue: str
 ) -> str:
-    if claim.sent_at is not None:
-        metrics.observe_stage("queue_wait", max(0.0, (utcnow() - claim.sent_at).total_seconds()))
+    if claim.sent_at is not None and claim.claimed_at is not None:  # both the DB's clock
+        waited = (claim.claimed_at - claim.sent_at).total_seconds()
+        metrics.observe_stage("queue_wait", max(0.0, waited))
     log.info(
         "chunk claimed logid=%s chunk=%d attempt=%d worker=%s queue=%s",
         claim.job_id,
@@ -170,6 +171,7 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         if not owned:
             return _stopped(claim)
     write_started = time.monotonic()
+    # one transaction: the chunk's end and, with the last chunk, the job's (retry-safe)
     outcome = with_retry(session, lambda: finish_chunk(session, claim, last))
     metrics.observe_stage("write", time.monotonic() - write_started)
     if outcome == ChunkOutcome.LOST:
@@ -208,6 +210,6 @@ def _fail(
     )
     if outcome == ChunkOutcome.REQUEUED:
         dispatch(session, celery, current.served.get(), job_id=claim.job_id, only_unsent=True)
-    elif outcome == ChunkOutcome.JOB_FAILED and callbacks.is_pending(session, claim.job_id):
+    elif outcome == ChunkOutcome.JOB_FAILED and claim.has_callback:
         send_callback(celery, claim.job_id)
     return outcome

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from stapel.broker import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
-from workers import control, pipeline
+from workers import control, faults, pipeline
 from workers.celery_app import celery
+
+faults.install()  # test hooks only; nothing happens unless STAPEL_TEST_* is set
 
 
 @celery.task(name=TRANSLATE_TASK, bind=True)
@@ -32,5 +34,8 @@ def watchdog(self) -> str:
 
 @celery.task(name=CALLBACK_TASK)
 def deliver_callback(job_id: str) -> str:
-    """POST a finished job's signed callback (retries come from the watchdog)."""
+    """POST a finished job's signed callback (retries come from the watchdog).
+
+    Runs on the `callbacks` queue, in its own worker process (Procfile `worker_callbacks`).
+    """
     return control.run_callback(job_id)

@@ -18,10 +18,10 @@ PUBLIC = Address("93.184.216.34")
 METADATA = Address("169.254.169.254")
 PRIVATE = Address("192.168.1.10")
 
-REDIS_CLIENTS = {"web", "worker-cpu", "worker-gpu", "beat", "flower", "autoscaler"}
-DATABASE_CLIENTS = {"web", "worker-cpu", "worker-gpu", "beat", "autoscaler", "migrate"}
-CALLBACK_SENDERS = {"worker-cpu", "worker-gpu", "beat"}
-"""Pods consuming the `control` queue, where callback deliveries run."""
+REDIS_CLIENTS = {"web", "worker-cpu", "worker-gpu", "beat", "callbacks", "flower", "autoscaler"}
+DATABASE_CLIENTS = {"web", "worker-cpu", "worker-gpu", "beat", "callbacks", "autoscaler", "migrate"}
+CALLBACK_SENDERS = {"callbacks"}
+"""Pods consuming the `callbacks` queue, where callback deliveries run."""
 
 
 def setup(overlay: str) -> tuple[list[dict], dict[str, Pod]]:

@@ -21,6 +21,7 @@ SECRET_KEYS = {
     ("worker-gpu", "worker"): {"DATABASE_URL", "REDIS_PASSWORD"},
     ("beat", "beat"): {"REDIS_PASSWORD"},
     ("beat", "control"): {"DATABASE_URL", "REDIS_PASSWORD"},
+    ("callbacks", "callbacks"): {"DATABASE_URL", "REDIS_PASSWORD"},
     ("flower", "flower"): {"FLOWER_BASIC_AUTH", "REDIS_PASSWORD"},
     ("autoscaler", "autoscaler"): {"DATABASE_URL", "REDIS_PASSWORD"},
     ("migrate", "migrate"): {"DATABASE_URL"},

@@ -14,11 +14,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sqlalchemy import select, text
+from sqlalchemy import exists, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import create_app
 from stapel.keys import create_key
+from stapel.states import ACTIVE
 from stapel.tables import Chunk, Job, Segment
 from tests.factories import sentences, wait_for
 from tests.faults.procs import BeatProcess, GroupWorker
@@ -80,6 +81,8 @@ class Figures:
     claims: int = 0
     attempts_max: int = 0
     recover_s: float | None = None
+    stuck: int = 0
+    """Jobs queued or running whose chunks had all ended, anywhere in the DB (must be 0)."""
     notes: dict = field(default_factory=dict)
 
 
@@ -126,10 +129,20 @@ class Stack:
         self.texts: dict[str, list[str]] = {}
 
     # processes -----------------------------------------------------------------------
-    def worker(self, name: str, concurrency: int = 2, env: dict | None = None) -> GroupWorker:
-        """Start a worker on the cpu and control queues and wait until it answers."""
+    def worker(
+        self,
+        name: str,
+        concurrency: int = 2,
+        env: dict | None = None,
+        queues: str | None = None,
+    ) -> GroupWorker:
+        """Start a worker (on the cpu and control queues, or those given); wait until it answers."""
         proc = GroupWorker(
-            {**self.env, **(env or {})}, self.log_dir, concurrency=concurrency, name=name
+            {**self.env, **(env or {})},
+            self.log_dir,
+            concurrency=concurrency,
+            name=name,
+            queues=queues,
         )
         self.workers.append(proc)
         return proc.start(self.celery)
@@ -152,6 +165,20 @@ class Stack:
         if self.beat is not None:
             self.beat.wait_ready()
         return started
+
+    def launch(self, *specs: tuple[str, str | None, int, dict]) -> dict[str, GroupWorker]:
+        """Start workers (name, queues or None for the pool's, concurrency, extra env)
+        side by side; wait until all answer; return them by name."""
+        procs = {
+            name: GroupWorker(
+                {**self.env, **env}, self.log_dir, concurrency=c, name=name, queues=queues
+            ).launch()
+            for name, queues, c, env in specs
+        }
+        self.workers.extend(procs.values())
+        for proc in procs.values():
+            proc.wait_ready(self.celery)
+        return procs
 
     def close(self) -> None:
         """Stop every process this stack started, then the app's connections."""
@@ -239,7 +266,9 @@ class Stack:
         reference: Reference,
         expect: dict[str, str] | None = None,
     ) -> Figures:
-        """Compare every job with a clean run and count lost and twice-written segments.
+        """Compare every job with a clean run and count lost and twice-written segments,
+        then check the invariant every scenario ends with: no job in the database is
+        queued or running while all its chunks have ended.
 
         `expect` maps job id to its expected end state (default: succeeded).
         """
@@ -270,6 +299,9 @@ class Stack:
                     got.get(i) not in (None, expected[i]) for i in range(len(texts))
                 )
             figures.duplicated = duplicated_writes(s, ids)
+            stuck = stuck_jobs(s)
+        figures.stuck = len(stuck)
+        assert not stuck, f"jobs queued or running with all chunks ended: {stuck}"
         return figures
 
     def result_via_api(self, job_id: str) -> list[str | None]:
@@ -298,6 +330,12 @@ POSTGRES_TRIGGER = [
     "WHEN (NEW.target IS NOT NULL) EXECUTE FUNCTION fault_count_writes()",
     "DELETE FROM fault_writes",
 ]
+
+
+def stuck_jobs(session: Session) -> list[str]:
+    """Ids of jobs queued or running none of whose chunks is queued or running."""
+    active_chunk = exists().where(Chunk.job_id == Job.id, Chunk.status.in_(ACTIVE))
+    return list(session.scalars(select(Job.id).where(Job.status.in_(ACTIVE), ~active_chunk)))
 
 
 def install_write_counter(engine) -> None:

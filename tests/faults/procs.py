@@ -31,7 +31,16 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 
 
 class GroupWorker(WorkerProcess):
-    """A `celery worker` in its own process group, so it can be killed alone."""
+    """A `celery worker` in its own process group, so it can be killed alone.
+
+    `queues` replaces the pool's (`cpu,control`): `control` alone for a watchdog-only
+    worker, `callbacks` for the callback worker of the Procfile.
+    """
+
+    def __init__(self, *args, queues: str | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if queues is not None:
+            self.args[self.args.index("-Q") + 1] = queues
 
     def start(self, celery: Celery, timeout: float = 120) -> GroupWorker:
         """Start the process and wait until it answers a ping."""

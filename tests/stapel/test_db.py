@@ -83,3 +83,24 @@ def test_many_threads_write_at_once_and_none_is_lost(sqlite_sessions):
     assert errors == []
     with sqlite_sessions() as s:
         assert s.scalar(select(Tenant.name).where(Tenant.id == "counter")) == "counter" + "." * 80
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_the_migrations_build_the_tables_the_code_declares(kind, tmp_path, request):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from stapel.tables import Base
+
+    if kind == "sqlite":
+        url = f"sqlite:///{tmp_path / 'schema.db'}"
+        migrate(url)
+    else:
+        url = request.getfixturevalue("postgres_url")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    finally:
+        engine.dispose()
+    assert diff == []

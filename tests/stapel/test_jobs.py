@@ -137,7 +137,6 @@ def test_resume_skips_written_segments(any_session):
     any_session.commit()
     report = reconcile(
         any_session,
-        now=utcnow(),
         heartbeat_timeout_s=60,
         max_attempts=3,
         grace_s=0,
@@ -164,7 +163,6 @@ def test_watchdog_fails_after_max_attempts(any_session):
         any_session.commit()
         reconcile(
             any_session,
-            now=utcnow(),
             heartbeat_timeout_s=60,
             max_attempts=3,
             grace_s=0,
@@ -180,13 +178,13 @@ def test_watchdog_twice_changes_once(any_session):
     _, job = make_job(any_session, n=2, chunk=10)
     (cid,) = chunk_ids(any_session, job.id)
     ch.claim_chunk(any_session, cid, "w")
+    past = utcnow() - timedelta(minutes=5)
     any_session.execute(
-        update(Chunk).where(Chunk.id == cid).values(heartbeat_at=utcnow() - timedelta(minutes=5))
+        update(Chunk).where(Chunk.id == cid).values(heartbeat_at=past, created_at=past)
     )
     any_session.commit()
-    kwargs = dict(
-        now=utcnow(), heartbeat_timeout_s=60, max_attempts=3, grace_s=0, live_task_ids=set()
-    )
+    # the second pass runs right after the first: within the grace of the first's resend
+    kwargs = dict(heartbeat_timeout_s=60, max_attempts=3, grace_s=30, live_task_ids=set())
     first = reconcile(any_session, **kwargs)
     second = reconcile(any_session, **kwargs)
     assert first.requeued == 1 and len(first.to_send) == 1
@@ -201,7 +199,6 @@ def test_watchdog_resends_unsent_and_lost_but_not_live(any_session):
     mark_sent(any_session, {c2: "task-live", c3: "task-lost"}, now=past)
     report = reconcile(
         any_session,
-        now=utcnow(),
         heartbeat_timeout_s=60,
         max_attempts=3,
         grace_s=30,
@@ -214,7 +211,6 @@ def test_watchdog_resends_unsent_and_lost_but_not_live(any_session):
     mark_sent(any_session, {c2: "a", c3: "b"}, now=past)
     report = reconcile(
         any_session,
-        now=utcnow(),
         heartbeat_timeout_s=60,
         max_attempts=3,
         grace_s=30,

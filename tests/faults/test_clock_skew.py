@@ -1,0 +1,87 @@
+"""Workers whose clocks run 120 s behind and 120 s ahead: no false alarm, no missed death.
+
+Each worker's clock is shifted by its test hook (`STAPEL_TEST_CLOCK_SKEW_S`, workers/faults.py),
+not the machine's. Both serve the `control` queue too, so watchdog passes run on a skewed
+host as well. Heartbeats, sends and leases are written and compared with the database's
+clock, so a healthy worker behind must not be requeued (it was, every pass, until its
+job failed after 3 attempts) and a dead worker ahead must be noticed after the heartbeat
+timeout, not 120 s later.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.factories import wait_for
+from tests.faults.harness import DEADLINE_S, SHORT_ENV
+
+pytestmark = [pytest.mark.fault, pytest.mark.slow]
+
+SKEW_S = 120
+HEARTBEAT_TIMEOUT_S = float(SHORT_ENV["STAPEL_HEARTBEAT_TIMEOUT_S"])
+WATCHDOG_S = float(SHORT_ENV["STAPEL_WATCHDOG_S"])
+
+
+def skewed(seconds: int) -> dict:
+    return {"STAPEL_TEST_CLOCK_SKEW_S": str(seconds)}
+
+
+def test_skewed_clocks_cause_no_requeue_and_hide_no_death(make_stack, reference, report):
+    stack = make_stack(chunk_segments=300)
+    stack.start_beat()
+    workers = stack.launch(
+        # passes on a host ahead would see every heartbeat of a host behind as stale
+        ("watch-ahead", "control", 1, skewed(SKEW_S)),
+        ("behind", None, 1, skewed(-SKEW_S)),
+        ("ahead", None, 1, skewed(SKEW_S)),
+    )
+    ahead = workers["ahead"]
+    healthy = stack.submit([600, 600], seed=1)
+    healthy_started = time.monotonic()
+    stack.wait_done(healthy)
+    healthy_s = time.monotonic() - healthy_started
+    requeued_while_healthy = stack.logs().count("requeued stalled chunk")
+
+    # a chunk for each worker; the one whose clock runs ahead dies in the middle of its own
+    doomed = stack.submit([600], seed=5)
+    chunk = wait_for(
+        lambda: next(
+            (c for j in doomed if (c := stack.running_on(j)) and c.worker == ahead.name), None
+        ),
+        timeout=DEADLINE_S,
+        interval=0.05,
+        what="the worker ahead to write segments",
+    )
+    ahead.kill()
+    killed_at = time.monotonic()
+    wait_for(
+        lambda: any(c.attempts == 2 for c in stack.chunks(chunk.job_id)),
+        timeout=DEADLINE_S,
+        interval=0.05,
+        what="the dead worker's chunk to be requeued and claimed again",
+    )
+    noticed_s = time.monotonic() - killed_at
+    finished_at = stack.wait_done(doomed)
+    ids = healthy + doomed
+    figures = stack.verify("clock_skew_120s", ids, reference)
+    figures.recover_s = round(finished_at - killed_at, 2)
+    figures.notes = {
+        "skew_s": [-SKEW_S, SKEW_S],
+        "healthy_jobs_s": round(healthy_s, 2),
+        "requeued_while_healthy": requeued_while_healthy,
+        "death_noticed_and_reclaimed_s": round(noticed_s, 2),
+        "heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
+        "watchdog_passes": {
+            name: proc.full_log().count("watchdog found") for name, proc in workers.items()
+        },
+    }
+    report(figures)
+
+    assert figures.succeeded == len(ids), stack.logs()[-4000:]
+    assert (figures.lost, figures.wrong, figures.duplicated) == (0, 0, 0)
+    assert requeued_while_healthy == 0
+    assert all(figures.notes["watchdog_passes"].values())  # passes ran on every host
+    # the heartbeat timeout and a pass, with slack for a busy machine: far below the skew
+    assert noticed_s < HEARTBEAT_TIMEOUT_S + WATCHDOG_S + 20 < SKEW_S

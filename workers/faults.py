@@ -1,0 +1,73 @@
+"""Test-only hooks a worker process reads from its environment; unset in production.
+
+`STAPEL_TEST_CLOCK_SKEW_S=-120` runs this process's wall clock (`stapel.tables.utcnow`)
+that many seconds off, as a host whose clock drifted would: nothing the watchdog compares
+may depend on it (tests/faults/test_clock_skew.py).
+
+`STAPEL_TEST_FAULT` breaks a job's end on purpose, at the UPDATE that ends a job (after
+its last chunk was marked succeeded, in the same transaction):
+- `finish-error`: that statement raises OperationalError once per statement and
+  parameters, as a lost connection would;
+- `finish-kill`: the process SIGKILLs itself there (nothing of the transaction lands);
+- `finish-commit-kill`: the process commits what the transaction did so far, then
+  SIGKILLs itself: the chunk is succeeded and its job not ended, the state that two
+  commits and a crash between them used to leave (the watchdog must end the job).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Callable
+from datetime import timedelta
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
+
+from stapel import tables
+
+log = logging.getLogger(__name__)
+
+FAULTS = ("finish-error", "finish-kill", "finish-commit-kill")
+
+
+def _ends_a_job(statement: str) -> bool:
+    text = statement.lstrip()
+    return text.startswith("UPDATE jobs SET status=") and "finished_at" in text
+
+
+def install(env: dict | None = None) -> None:
+    """Apply the hooks the environment asks for (none when the variables are unset)."""
+    env = dict(os.environ if env is None else env)
+    skew = float(env.get("STAPEL_TEST_CLOCK_SKEW_S") or 0)
+    if skew:
+        tables.CLOCK_SKEW = timedelta(seconds=skew)
+        log.warning("test hook: this process's clock runs %+g s off", skew)
+    fault = env.get("STAPEL_TEST_FAULT", "")
+    if fault in FAULTS:
+        break_job_ends(fault)
+        log.warning("test hook: fault %s at every job's end", fault)
+
+
+def break_job_ends(fault: str) -> Callable[..., None]:
+    """Install the fault on every engine of this process; return the listener (to remove)."""
+    fired: set[str] = set()
+
+    @event.listens_for(Engine, "before_cursor_execute")
+    def _fault(conn, _cursor, statement, parameters, _context, _many) -> None:
+        if not _ends_a_job(statement):
+            return
+        key = repr(parameters)
+        if key in fired:
+            return
+        fired.add(key)
+        log.warning("test hook: %s at a job's end", fault)
+        if fault == "finish-error":
+            raise OperationalError(statement, parameters, Exception("test hook: injected error"))
+        if fault == "finish-commit-kill":
+            conn.connection.dbapi_connection.commit()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    return _fault
