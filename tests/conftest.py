@@ -16,7 +16,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
 from sqlalchemy import create_engine, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from app import create_app
 from stapel.db import make_engine, make_session_factory
@@ -38,14 +38,15 @@ def free_port() -> int:
 def migrate(url: str) -> None:
     """Bring a database to the head revision, from scratch.
 
-    A database left at a revision this checkout does not know (another branch's run on
-    the same server) cannot be downgraded: its schema is dropped and made anew.
+    A database left at a revision this checkout does not know, or by another version of
+    a revision (another branch's run on the same server), cannot be downgraded: its
+    schema is dropped and made anew.
     """
     config = Config(str(ROOT / "alembic.ini"))
     config.attributes["database_url"] = url
     try:
         command.downgrade(config, "base")
-    except CommandError:
+    except (CommandError, SQLAlchemyError):
         _drop_everything(url)
     command.upgrade(config, "head")
 
