@@ -39,6 +39,7 @@ class Claim:
     chunks_total: int = 1
     sent_at: datetime | None = None
     has_callback: bool = False
+    split_sentences: bool = True
 
 
 def chunk_size(session: Session, chunk_id: str) -> int:
@@ -78,9 +79,12 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
             Chunk.sent_at,
             Job.source_lang,
             Job.target_lang,
-            Job.priority,
+            # The effective priority (fair share included) is what the worker's batcher
+            # serves too, not the one the client asked for.
+            func.coalesce(Job.dispatch_priority, Job.priority).label("priority"),
             Job.chunks_total,
             Job.callback_url.is_not(None).label("has_callback"),
+            Job.split_sentences,
         )
         .join(Job, Job.id == Chunk.job_id)
         .where(Chunk.id == chunk_id)
@@ -113,7 +117,37 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
         chunks_total=chunk.chunks_total,
         sent_at=chunk.sent_at,
         has_callback=bool(chunk.has_callback),
+        split_sentences=chunk.split_sentences is not False,
     )
+
+
+def release_claim(session: Session, claim: Claim) -> bool:
+    """Give a claimed chunk back untouched, as if never claimed: no attempt charged.
+
+    For a worker that cannot serve the chunk (its model does not load here); returns
+    False if the claim was already lost.
+    """
+    won = affected(
+        session,
+        update(Chunk)
+        .where(
+            Chunk.id == claim.chunk_id,
+            Chunk.claim_token == claim.token,
+            Chunk.status == Status.RUNNING,
+        )
+        .values(
+            status=Status.QUEUED,
+            attempts=Chunk.attempts - 1,
+            claim_token=None,
+            worker=None,
+            sent_at=None,
+            heartbeat_at=None,
+        ),
+    )
+    if won == 1:
+        requeue_job_if_idle(session, claim.job_id)
+    session.commit()
+    return won == 1
 
 
 def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
@@ -125,10 +159,41 @@ def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
             Segment.idx >= claim.first,
             Segment.idx < claim.end,
             Segment.target.is_(None),
+            Segment.error_code.is_(None),
         )
         .order_by(Segment.idx)
     )
     return [(idx, source) for idx, source in rows]
+
+
+def record_failures(session: Session, claim: Claim, failures: list[tuple[int, str, str]]) -> int:
+    """Store (index, code, message) of segments that failed alone; return how many were new.
+
+    A segment is marked once (only while it has neither target nor error), and the job's
+    `segments_failed` rises by exactly the segments marked, so a retried call or a
+    second attempt cannot count one twice. Failed segments are not translated again.
+    """
+    marked = 0
+    for idx, code, message in failures:
+        marked += affected(
+            session,
+            update(Segment)
+            .where(
+                Segment.job_id == claim.job_id,
+                Segment.idx == idx,
+                Segment.target.is_(None),
+                Segment.error_code.is_(None),
+            )
+            .values(error_code=code, error=message),
+        )
+    if marked:
+        session.execute(
+            update(Job)
+            .where(Job.id == claim.job_id)
+            .values(segments_failed=Job.segments_failed + marked)
+        )
+    session.commit()
+    return marked
 
 
 def record_batch(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> bool:
@@ -144,7 +209,7 @@ def record_batch(session: Session, claim: Claim, translations: list[tuple[int, s
             Segment.job_id == claim.job_id,
             Segment.idx >= claim.first,
             Segment.idx < claim.end,
-            Segment.target.is_not(None),
+            Segment.target.is_not(None) | Segment.error_code.is_not(None),
         )
     )
     owned = (

@@ -49,6 +49,8 @@ class JobSpec:
     callback_url: str | None = None
     metadata: dict | None = None
     idempotency_key: str | None = None
+    split_sentences: bool = True
+    """Translate each sentence of a segment on its own (models are trained on sentences)."""
 
     @property
     def segments_total(self) -> int:
@@ -100,6 +102,8 @@ def create_job(
         segments_done=0,
         chunks_total=len(bounds),
         attempts=0,
+        segments_failed=0,
+        split_sentences=spec.split_sentences,
         created_at=utcnow(),
     )
     session.add(job)
@@ -225,6 +229,25 @@ def _stop_chunks(session: Session, job_id: str, status: str) -> None:
         update(Chunk)
         .where(Chunk.job_id == job_id, Chunk.status.in_(ACTIVE))
         .values(status=status, finished_at=utcnow())
+    )
+
+
+def segment_errors(session: Session, job_id: str) -> dict[int, tuple[str, str | None]]:
+    """Return index -> (code, message) of the job's segments that failed alone."""
+    rows = session.execute(
+        select(Segment.idx, Segment.error_code, Segment.error).where(
+            Segment.job_id == job_id, Segment.error_code.is_not(None)
+        )
+    )
+    return {idx: (code or "", message) for idx, code, message in rows}
+
+
+def document_starts(session: Session, job_id: str) -> list[int]:
+    """Return the first segment index of each of the job's documents, in order."""
+    return list(
+        session.scalars(
+            select(Document.first_segment).where(Document.job_id == job_id).order_by(Document.idx)
+        )
     )
 
 

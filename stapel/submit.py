@@ -15,7 +15,7 @@ from stapel import jobs, quotas
 from stapel.dispatch import dispatch
 from stapel.jobs import JobSpec
 from stapel.settings import Settings
-from stapel.tables import Job
+from stapel.tables import Job, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ def submit(
         existing = jobs.by_idempotency_key(session, tenant_id, spec.idempotency_key)
         if existing is not None:
             return Submitted(existing, False)
+    counted_at = utcnow()  # a refund goes to the day the segments were counted on
     with quotas.admit(
         client,
         session,
@@ -55,6 +56,7 @@ def submit(
         spec.segments_total,
         segments_limit=settings.quota_segments_per_day,
         jobs_limit=settings.quota_jobs_in_flight,
+        now=counted_at,
     ) as flying:
         job, created = jobs.create_job(
             session,
@@ -65,7 +67,7 @@ def submit(
             dispatch_priority=quotas.fair_priority(spec.priority, flying, settings.fair_share_step),
         )
     if not created:  # a concurrent request with the same key stored it first
-        quotas.refund(client, tenant_id, spec.segments_total)
+        quotas.refund(client, tenant_id, spec.segments_total, now=counted_at)
         return Submitted(job, False)
     session.expunge(job)  # a rollback below must not expire what the caller answers with
     _send(session, celery, served, job.id)

@@ -1,9 +1,16 @@
-"""A worker process's runtime: its state built once, its segment budget, its start-up."""
+"""A worker process's runtime: its state built once, its segment budget, its start-up.
+
+Readiness: a worker is ready once it publishes its presence record and no model under
+its model root is broken (`python -m workers.runtime ready <hostname>`, the pods'
+readiness probe); a broken model shows in its log and its presence record too.
+"""
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,8 +21,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stapel import metrics
 from stapel.db import make_engine, make_session_factory
-from stapel.exceptions import PermanentTranslationError
-from stapel.presence import Publisher, ServedQueues, model_queue
+from stapel.exceptions import ModelUnavailable
+from stapel.presence import Publisher, ServedQueues, model_queue, presence_key
 from stapel.settings import Settings, current
 from stapel.tracer import Tracer
 from workers.engine import Engine
@@ -37,6 +44,8 @@ class WorkerState:
     held: int = 0
     """Segments of the chunks this worker's tasks are translating now."""
     room: threading.Condition = field(default_factory=threading.Condition)
+    consumes_pool: bool = True
+    """Whether this worker takes chunks from its pool's queue (the control worker does not)."""
 
     def hold(self, segments: int, wait_s: float) -> bool:
         """Take segments into this worker's budget, waiting up to wait_s for room.
@@ -60,8 +69,15 @@ class WorkerState:
             self.room.notify_all()
 
     def snapshot(self) -> dict:
-        """Return this worker's presence record: pool, busy tasks, loaded models."""
-        return {"pool": self.settings.pool, "busy": self.busy, "models": self.engine.loaded_pairs()}
+        """Return this worker's presence record: pool, busy tasks, models loaded and broken."""
+        return {
+            "pool": self.settings.pool,
+            "busy": self.busy,
+            "held": self.held,
+            "models": self.engine.loaded_pairs(),
+            "broken": self.engine.broken(),
+            "consumes_pool": self.consumes_pool,
+        }
 
 
 def build_engine(settings: Settings) -> Engine:
@@ -78,6 +94,7 @@ def build_engine(settings: Settings) -> Engine:
         max_decoding_length=settings.max_decoding_length,
         min_decoding_length=settings.min_decoding_length,
         beam_size=settings.beam_size,
+        max_input_tokens=settings.max_input_tokens,
     )
 
 
@@ -120,6 +137,8 @@ class Runtime:
         """
         current_state = state()
         settings, engine = current_state.settings, current_state.engine
+        current_state.consumes_pool = settings.pool in _consumed(consumer)
+        engine.check_root()
         engine.on_load = _counting(
             lambda pair: consumer.add_task_queue(model_queue(settings.pool, pair))
         )
@@ -127,7 +146,7 @@ class Runtime:
         for pair in settings.preload:
             try:
                 engine.model(pair)
-            except PermanentTranslationError as exc:
+            except ModelUnavailable as exc:
                 log.error("preload failed pair=%s error=%s", pair, exc)
         engine.on_load = _counting(self._join_model_queue)
         self.publisher = Publisher(current_state.redis, self.hostname, current_state.snapshot)
@@ -155,3 +174,36 @@ class Runtime:
         queue = model_queue(state().settings.pool, pair)
         self.celery.control.cancel_consumer(queue, destination=[self.hostname], reply=False)
         log.info("left model queue queue=%s worker=%s", queue, self.hostname)
+
+
+def _consumed(consumer) -> set[str]:
+    """The queue names the worker was started to consume (-Q)."""
+    try:
+        return set(consumer.app.amqp.queues.consume_from or ())
+    except AttributeError:
+        return set()
+
+
+def ready(client: redis.Redis, hostname: str) -> tuple[bool, str]:
+    """Return (ready, why) for a worker: its presence record is there, no model broken."""
+    raw = client.get(presence_key(hostname))
+    if raw is None:
+        return False, f"no presence record for {hostname}"
+    broken = json.loads(raw).get("broken") or {}
+    if broken:
+        return False, "broken models: " + "; ".join(f"{p}: {r}" for p, r in sorted(broken.items()))
+    return True, "ready"
+
+
+def main(argv: list[str]) -> int:
+    """`python -m workers.runtime ready HOSTNAME`: exit 0 when that worker is ready."""
+    if len(argv) != 2 or argv[0] != "ready":
+        print("usage: python -m workers.runtime ready HOSTNAME", file=sys.stderr)
+        return 2
+    is_ready, why = ready(redis.Redis.from_url(current().redis_url, socket_timeout=5), argv[1])
+    print(why)
+    return 0 if is_ready else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -45,7 +45,7 @@ def register(app: Flask) -> None:
         return error_response(
             429,
             "rate_limited",
-            f"rate limit of {exc.description} for this API key exceeded; retry in {wait} s",
+            f"rate limit of {exc.description} for this tenant exceeded; retry in {wait} s",
             {"Retry-After": str(wait)},
         )
 
