@@ -311,7 +311,7 @@ class Batcher:
         try:
             outputs = self._translate(batch)
         except Exception as exc:  # isolate what fails alone; the rest is delivered
-            failures = self._isolate(batch)
+            failures = self._isolate(batch) if len(batch) > 1 else [(batch[0], exc)]
             self._report(batch, failures, exc)
             return
         self._deliver(batch, outputs)
@@ -327,8 +327,7 @@ class Batcher:
     def _isolate(self, batch: list[Item]) -> list[tuple[Item, Exception]]:
         """Bisect a failed batch: deliver every half that translates, return what fails alone."""
         failures: list[tuple[Item, Exception]] = []
-        halves = [batch[: len(batch) // 2], batch[len(batch) // 2 :]] if len(batch) > 1 else []
-        for half in halves:
+        for half in (batch[: len(batch) // 2], batch[len(batch) // 2 :]):
             try:
                 outputs = self._translate(half)
             except Exception as exc:

@@ -124,6 +124,9 @@ class Engine:
             "beam_size": beam_size,
             "max_decoding_length": max_decoding_length,
             "min_decoding_length": min_decoding_length,
+            # CTranslate2 would silently drop input past 1,024 tokens; the batcher cuts
+            # pieces to the model's limit itself, so anything longer is an error, not a loss.
+            "max_input_length": 0,
         }
         self.max_input_tokens = max_input_tokens
         """The input limit in tokens for every model (0: each model's own)."""
