@@ -146,6 +146,12 @@ def release_claim(session: Session, claim: Claim) -> bool:
     )
     if won == 1:
         requeue_job_if_idle(session, claim.job_id)
+        most = (
+            select(func.coalesce(func.max(Chunk.attempts), 0))
+            .where(Chunk.job_id == claim.job_id)
+            .scalar_subquery()
+        )
+        session.execute(update(Job).where(Job.id == claim.job_id).values(attempts=most))
     session.commit()
     return won == 1
 

@@ -168,6 +168,19 @@ class Batcher:
     def _encode(self, texts: list[str]) -> list[list[str]]:
         return [t + self.suffix for t in self.source.encode(texts, out_type=str)]
 
+    def withdraw_job(self, job_id: str) -> int:
+        """Withdraw every request of job_id that has segments waiting; return how many."""
+        with self._cond:
+            found = {
+                id(item.request): item.request
+                for lane in self._lanes.values()
+                for item in lane
+                if not item.taken and item.request.job_id == job_id
+            }
+        for request in found.values():
+            request.withdraw()
+        return len(found)
+
     def withdraw(self, request: Submission) -> None:
         """Take a request's waiting pieces out of the lanes (a cancelled or lost chunk)."""
         with self._cond:

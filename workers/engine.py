@@ -144,6 +144,12 @@ class Engine:
         """Return the pairs currently loaded, least recently used first."""
         return list(self._loaded)
 
+    def withdraw_job(self, job_id: str) -> int:
+        """Take a cancelled job's waiting segments out of every loaded model's batcher."""
+        with self._lock:
+            batchers = [model.batcher for model in self._loaded.values()]
+        return sum(batcher.withdraw_job(job_id) for batcher in batchers)
+
     def broken(self) -> dict[str, str]:
         """Return pair -> reason for the pairs this engine cannot load now."""
         with self._lock:

@@ -173,6 +173,8 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
             metrics.observe_stage("write", time.monotonic() - write_started)
             if not owned:
                 return _stopped(claim)
+        if left > 0:  # withdrawn (a cancel announced): the claim is gone
+            return _stopped(claim)
     finally:
         batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
     write_started = time.monotonic()

@@ -25,6 +25,7 @@ from stapel.exceptions import ModelUnavailable
 from stapel.presence import Publisher, ServedQueues, model_queue, presence_key
 from stapel.settings import Settings, current
 from stapel.tracer import Tracer
+from stapel.withdrawals import Listener
 from workers.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,7 @@ class Runtime:
         self.celery, self.hostname = celery, hostname
         self.publisher: Publisher | None = None
         self.tracer: Tracer | None = None
+        self.withdrawals: Listener | None = None
 
     def start(self, consumer) -> None:
         """Load STAPEL_PRELOAD pairs, join model queues as models load, start presence.
@@ -151,6 +153,7 @@ class Runtime:
         engine.on_load = _counting(self._join_model_queue)
         self.publisher = Publisher(current_state.redis, self.hostname, current_state.snapshot)
         self.publisher.start()
+        self.withdrawals = Listener(current_state.redis, engine.withdraw_job).start()
         if settings.metrics_port:
             metrics.start_exporter(settings.metrics_port)
         if settings.log_dir is not None:
@@ -162,6 +165,8 @@ class Runtime:
         """Stop the tracer and withdraw this worker's presence record."""
         if self.tracer is not None:
             self.tracer.stop()
+        if self.withdrawals is not None:
+            self.withdrawals.stop()
         if self.publisher is not None:
             self.publisher.stop()
 

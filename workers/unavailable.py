@@ -42,7 +42,14 @@ def model_unavailable(
     if not with_retry(session, lambda: release_claim(session, claim)):
         return TaskOutcome.STOPPED
     if broken_everywhere(current.redis, pool, exc.pair, worker):
-        reason = f"no worker of pool {pool} can load the model for {exc.pair}: {exc.reason}"
+        # The reason (paths, library errors) stays in the operators' log, not the job.
+        log.error(
+            "model broken on every worker pair=%s pool=%s reason=%s", exc.pair, pool, exc.reason
+        )
+        reason = (
+            f"no worker of pool {pool} can load the model for {exc.pair}: it is missing or "
+            "broken on every worker (the workers' logs say why)"
+        )
         failed = with_retry(session, lambda: fail_job(session, claim.job_id, reason))
         if failed and callbacks.is_pending(session, claim.job_id):
             send_callback(celery, claim.job_id)

@@ -16,7 +16,7 @@ from app.api.parsing import Limits, idempotency_key, parse_json
 from app.api.streams import read_json
 from app.api.uploads import parse_upload
 from app.web import db_session, stapel
-from stapel import jobs, quotas
+from stapel import jobs, quotas, withdrawals
 from stapel.broker import send_callback
 from stapel.exceptions import ValidationError
 from stapel.model_dirs import scan
@@ -116,6 +116,7 @@ def cancel_job(job_id: str):
     """Cancel a queued or running job; 409 if it already ended."""
     session = db_session()
     job = jobs.cancel_job(session, g.tenant_id, job_id)
+    withdrawals.announce(stapel().redis, job.id)  # workers drop its waiting segments now
     if job.callback_status == CallbackStatus.PENDING:
         send_callback(stapel().celery, job.id)
     return jsonify(job_json(job))

@@ -41,7 +41,10 @@ def test_a_released_claim_is_as_if_never_taken(any_session):
         None,
         None,
     )
-    assert any_session.scalar(select(Job.status).where(Job.id == job.id)) == Status.QUEUED
+    assert any_session.execute(select(Job.status, Job.attempts).where(Job.id == job.id)).one() == (
+        Status.QUEUED,
+        0,
+    )
     assert not ch.release_claim(any_session, claim), "a second release finds no claim"
     again = ch.claim_chunk(any_session, chunk_id, "healthy@w")
     assert again is not None and again.attempt == 1
