@@ -205,7 +205,11 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "ready":
         print("usage: python -m workers.runtime ready HOSTNAME", file=sys.stderr)
         return 2
-    is_ready, why = ready(redis.Redis.from_url(current().redis_url, socket_timeout=5), argv[1])
+    try:
+        client = redis.Redis.from_url(current().redis_url, socket_timeout=5)
+        is_ready, why = ready(client, argv[1])
+    except redis.RedisError as exc:
+        is_ready, why = False, f"redis unreachable: {type(exc).__name__}"
     print(why)
     return 0 if is_ready else 1
 
