@@ -172,36 +172,6 @@ def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
     return [(idx, source) for idx, source in rows]
 
 
-def record_failures(session: Session, claim: Claim, failures: list[tuple[int, str, str]]) -> int:
-    """Store (index, code, message) of segments that failed alone; return how many were new.
-
-    A segment is marked once (only while it has neither target nor error), and the job's
-    `segments_failed` rises by exactly the segments marked, so a retried call or a
-    second attempt cannot count one twice. Failed segments are not translated again.
-    """
-    marked = 0
-    for idx, code, message in failures:
-        marked += affected(
-            session,
-            update(Segment)
-            .where(
-                Segment.job_id == claim.job_id,
-                Segment.idx == idx,
-                Segment.target.is_(None),
-                Segment.error_code.is_(None),
-            )
-            .values(error_code=code, error=message),
-        )
-    if marked:
-        session.execute(
-            update(Job)
-            .where(Job.id == claim.job_id)
-            .values(segments_failed=Job.segments_failed + marked)
-        )
-    session.commit()
-    return marked
-
-
 def record_batch(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> bool:
     """Write translated segments, heartbeat and progress; return False if the claim is lost.
 

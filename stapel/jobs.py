@@ -232,16 +232,6 @@ def _stop_chunks(session: Session, job_id: str, status: str) -> None:
     )
 
 
-def segment_errors(session: Session, job_id: str) -> dict[int, tuple[str, str | None]]:
-    """Return index -> (code, message) of the job's segments that failed alone."""
-    rows = session.execute(
-        select(Segment.idx, Segment.error_code, Segment.error).where(
-            Segment.job_id == job_id, Segment.error_code.is_not(None)
-        )
-    )
-    return {idx: (code or "", message) for idx, code, message in rows}
-
-
 def document_starts(session: Session, job_id: str) -> list[int]:
     """Return the first segment index of each of the job's documents, in order."""
     return list(

@@ -42,7 +42,8 @@ import ctranslate2
 import sentencepiece as spm
 
 from stapel import metrics
-from workers.submission import Item, SegmentError, Submission, plan
+from workers.isolation import hand_out, isolate, logids
+from workers.submission import Item, Submission, plan
 
 log = logging.getLogger(__name__)
 
@@ -324,8 +325,15 @@ class Batcher:
         try:
             outputs = self._translate(batch)
         except Exception as exc:  # isolate what fails alone; the rest is delivered
-            failures = self._isolate(batch) if len(batch) > 1 else [(batch[0], exc)]
-            self._report(batch, failures, exc)
+            failures = (
+                isolate(batch, self._translate, self._deliver)
+                if len(batch) > 1
+                else [(batch[0], exc)]
+            )
+            with self._cond:
+                self.stats.failed_batches += 1
+                self.stats.failed_pieces += len(failures)
+            hand_out(self.name, batch, failures, exc)
             return
         self._deliver(batch, outputs)
 
@@ -337,51 +345,11 @@ class Batcher:
         self._count(batch)
         return outputs
 
-    def _isolate(self, batch: list[Item]) -> list[tuple[Item, Exception]]:
-        """Bisect a failed batch: deliver every half that translates, return what fails alone."""
-        failures: list[tuple[Item, Exception]] = []
-        for half in (batch[: len(batch) // 2], batch[len(batch) // 2 :]):
-            try:
-                outputs = self._translate(half)
-            except Exception as exc:
-                failures.extend(self._isolate(half) if len(half) > 1 else [(half[0], exc)])
-            else:
-                self._deliver(half, outputs)
-        return failures
-
-    def _report(self, batch: list[Item], failures: list[tuple[Item, Exception]], exc: Exception):
-        """Hand each failure to its request, and log the failed batch in one line."""
-        engine_fault = len(batch) > 1 and len(failures) == len(batch)
-        with self._cond:
-            self.stats.failed_batches += 1
-            self.stats.failed_pieces += len(failures)
-        log.warning(
-            "batch failed model=%s segments=%d failed_alone=%d logids=%s failed_logids=%s "
-            "error=%s%s",
-            self.name,
-            len(batch),
-            len(failures),
-            _logids(batch),
-            _logids([item for item, _ in failures]),
-            f"{type(exc).__name__}: {exc}"[:300],
-            " (every segment fails alone: the engine is at fault)" if engine_fault else "",
-        )
-        if engine_fault:  # not the input: the tasks requeue their chunks
-            for request in {id(i.request): i.request for i in batch}.values():
-                request.fail(exc)
-            return
-        by_request: dict[int, tuple[Submission, list]] = {}
-        for item, error in failures:
-            entry = by_request.setdefault(id(item.request), (item.request, []))
-            entry[1].append((item, SegmentError.from_exception(error)))
-        for request, pieces in by_request.values():
-            request.receive(pieces)
-
     def _deliver(self, batch: list[Item], outputs: list[str]) -> None:
         parts: dict[int, tuple[Submission, list]] = {}
         for item, text in zip(batch, outputs, strict=True):
             parts.setdefault(id(item.request), (item.request, []))[1].append((item, text))
-        jobs = _logids(batch)
+        jobs = logids(batch)
         level = logging.INFO if "," in jobs else logging.DEBUG
         log.log(
             level,
@@ -403,7 +371,3 @@ class Batcher:
             self.stats.padded_tokens += longest * len(batch)
             self.stats.real_tokens += real
         metrics.observe_batch(self.name, len(batch), real, longest * len(batch))
-
-
-def _logids(items: list[Item]) -> str:
-    return ",".join(sorted({str(item.request.job_id) for item in items}))

@@ -27,11 +27,11 @@ from stapel.chunks import (
     finish_chunk,
     pending_segments,
     record_batch,
-    record_failures,
 )
 from stapel.db import with_retry
 from stapel.dispatch import dispatch
 from stapel.exceptions import ModelUnavailable, PermanentTranslationError
+from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, TaskOutcome
 from stapel.tables import Chunk, utcnow
 from workers.runtime import WorkerState, state

@@ -20,6 +20,7 @@ from stapel import jobs, quotas, withdrawals
 from stapel.broker import send_callback
 from stapel.exceptions import ValidationError
 from stapel.model_dirs import scan
+from stapel.segment_errors import segment_errors
 from stapel.states import CallbackStatus, Status
 from stapel.submit import submit
 from stapel.tables import Job
@@ -188,7 +189,7 @@ def _errors_by_document(session, job: Job) -> dict[int, list[dict]]:
     """Per document (by position): its failed segments, as {segment, code, message}."""
     if not job.segments_failed:
         return {}
-    failed = jobs.segment_errors(session, job.id)
+    failed = segment_errors(session, job.id)
     starts = jobs.document_starts(session, job.id)
     out: dict[int, list[dict]] = {}
     for idx in sorted(failed):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from stapel import chunks as ch
-from stapel import jobs
+from stapel.segment_errors import record_failures, segment_errors
 from stapel.states import ChunkOutcome, Status
 from stapel.tables import Chunk, Job
 from tests.stapel.test_jobs import chunk_ids, make_job
@@ -16,8 +16,8 @@ def test_a_failed_segment_is_counted_once_and_not_translated_again(any_session):
     (chunk_id,) = chunk_ids(any_session, job.id)
     claim = ch.claim_chunk(any_session, chunk_id, "w1")
     failure = (2, "input_too_long", "the model could not translate this segment")
-    assert ch.record_failures(any_session, claim, [failure]) == 1
-    assert ch.record_failures(any_session, claim, [failure]) == 0  # a retried write
+    assert record_failures(any_session, claim, [failure]) == 1
+    assert record_failures(any_session, claim, [failure]) == 0  # a retried write
     assert [i for i, _ in ch.pending_segments(any_session, claim)] == [0, 1, 3]
     assert ch.record_batch(any_session, claim, [(0, "a"), (1, "b")])
     assert any_session.get(Chunk, chunk_id).done == 3  # ended: two translated, one failed
@@ -25,7 +25,7 @@ def test_a_failed_segment_is_counted_once_and_not_translated_again(any_session):
     stored = any_session.get(Job, job.id)
     any_session.refresh(stored)
     assert (stored.status, stored.segments_failed, stored.segments_done) == ("succeeded", 1, 4)
-    assert jobs.segment_errors(any_session, job.id) == {2: failure[1:]}
+    assert segment_errors(any_session, job.id) == {2: failure[1:]}
 
 
 def test_a_released_claim_is_as_if_never_taken(any_session):
@@ -60,7 +60,7 @@ def test_the_result_shows_failed_segments_as_null_with_their_error(app, client, 
     with app.extensions["stapel"].sessions() as s:
         (chunk_id,) = chunk_ids(s, job["id"])
         claim = ch.claim_chunk(s, chunk_id, "w")
-        ch.record_failures(s, claim, [(3, "translation_failed", "the model could not ...")])
+        record_failures(s, claim, [(3, "translation_failed", "the model could not ...")])
         ch.finish_chunk(s, claim, [(0, "X"), (1, "Y"), (2, "Z")])
     status = client.get(job["links"]["self"], headers=auth).get_json()
     assert (status["status"], status["segments_failed"]) == ("succeeded", 1)
