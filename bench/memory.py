@@ -73,6 +73,17 @@ def cases() -> dict[str, Callable[[], tuple[bytes, str]]]:
             json_body(["z" * (LIMITS.max_body_bytes - 4096)]),
             "application/json",
         ),
+        "refused_json_wide_metadata": lambda: (
+            json.dumps(
+                {
+                    "source_lang": "en",
+                    "target_lang": "de",
+                    "segments": ["a"],
+                    "metadata": {"k": list(range(LIMITS.max_body_bytes // 9))},
+                }
+            ).encode(),
+            "application/json",
+        ),
         "refused_over_the_body_limit": lambda: (
             json_body(fill(300, LIMITS.max_body_bytes // 300 + 1000)),
             "application/json",

@@ -27,7 +27,7 @@ SPOOL_BYTES = 1024 * 1024
 """An uploaded document stays in memory up to this size, then moves to a temporary file."""
 MAX_FIELD_BYTES = 64 * 1024
 """A form field (not a file) longer than this is refused: none needs more."""
-SEGMENT_PREFIXES = ("segments.item", "documents.item.segments.item")
+SEGMENT_PATHS = (["segments", "item"], ["documents", "item", "segments", "item"])
 _SURROGATE = re.compile(
     rb"(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}(?:(\\+)u[dD]([c-fC-F])[0-9a-fA-F]{2})?"
 )
@@ -89,30 +89,46 @@ class _Counted:
 
 
 def read_json(stream: IO[bytes], *, max_segments: int, max_segment_chars: int, max_documents: int):
-    """Parse a JSON body from stream; raise at the first limit crossed, before reading on."""
+    """Parse a JSON body from stream; raise at the first limit crossed, before reading on.
+
+    ijson's basic events carry no path (its prefixed events cost a string per event as
+    long as the nesting, quadratic in the depth), so the path is kept here.
+    """
     counted = _Counted(stream, 12 * max_segment_chars + MAX_FIELD_BYTES)
     builder = ijson.ObjectBuilder()
-    depth = segments = documents = 0
+    path: list[str] = []
+    segments = documents = others = 0
+    # Besides segments, a body holds a few events per document, its fields and metadata of
+    # a few KiB: one with more than that is refused before it is all built.
+    most_others = 8 * max_documents + MAX_FIELD_BYTES
     try:
-        for prefix, event, value in ijson.parse(counted, use_float=True):
+        for event, value in ijson.basic_parse(counted, use_float=True):
             counted.mark = counted.read_total
+            if event != "string" or path not in SEGMENT_PATHS:
+                others += 1
+                if others > most_others:
+                    raise ValidationError(
+                        "the body holds more values than a job request can", code="invalid_request"
+                    )
             if event in ("start_map", "start_array"):
-                depth += 1
-                if depth > MAX_JSON_DEPTH:
+                if len(path) >= MAX_JSON_DEPTH:
                     raise ValidationError(
                         f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels",
                         code="invalid_json",
                     )
-                if event == "start_map" and prefix == "documents.item":
+                if event == "start_map" and path == ["documents", "item"]:
                     documents += 1
                     if documents > max_documents:
                         raise TooLarge(
                             f"more than {max_documents} documents; that is the limit per job",
                             code="too_many_documents",
                         )
+                path.append("" if event == "start_map" else "item")
+            elif event == "map_key":
+                path[-1] = value
             elif event in ("end_map", "end_array"):
-                depth -= 1
-            elif event == "string" and prefix in SEGMENT_PREFIXES:
+                path.pop()
+            elif event == "string" and path in SEGMENT_PATHS:
                 segments += 1
                 _check_segment(value, segments, max_segments, max_segment_chars)
             builder.event(event, value)

@@ -97,6 +97,13 @@ def test_deeply_nested_json_is_400_not_500(app, client, auth):
     assert job_count(app) == 0
 
 
+def test_metadata_of_200k_values_is_refused_before_it_is_built(client, auth):
+    raw = json.dumps(job_body(metadata={"k": list(range(200_000))}))
+    response = client.post("/v1/jobs", data=raw, headers=auth, content_type="application/json")
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "invalid_request"
+
+
 def test_a_huge_json_string_is_refused_before_it_is_read_whole(client, auth):
     raw = json.dumps(job_body(callback_url="https://example.com/" + "a" * 500_000))
     response = client.post("/v1/jobs", data=raw, headers=auth, content_type="application/json")
