@@ -35,7 +35,7 @@ from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, TaskOutcome
 from stapel.tables import Chunk, utcnow
 from workers.runtime import WorkerState, state
-from workers.submission import Result, SegmentError
+from workers.submission import Result, SegmentError, Submission
 from workers.unavailable import model_unavailable
 
 log = logging.getLogger(__name__)
@@ -151,32 +151,12 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         tick_s=settings.heartbeat_s,
         split_sentences=claim.split_sentences,
     )
-    left, last, failed = len(pending), [], 0
     try:
-        for part in batches:
-            # A quiet tick heartbeats only while the model's batcher is getting through
-            # work: a hung translation must stop the heartbeats so the watchdog acts.
-            if not part and not batches.batcher.progressing(settings.heartbeat_timeout_s / 2):
-                continue
-            left -= len(part)
-            texts, failures = _split_results(part)
-            failed += len(failures)
-            if failures:
-                with_retry(session, lambda f=failures: record_failures(session, claim, f))
-            if texts:
-                metrics.observe_segments(settings.pool, claim.pair, len(texts))
-            if left == 0:
-                last = texts  # written with the chunk's finish, in one transaction
-                break
-            write_started = time.monotonic()
-            owned = with_retry(session, lambda t=texts: record_batch(session, claim, t))
-            metrics.observe_stage("write", time.monotonic() - write_started)
-            if not owned:
-                return _stopped(claim)
-        if left > 0:  # withdrawn (a cancel announced): the claim is gone
-            return _stopped(claim)
+        last, failed = _write_parts(current, session, claim, batches, len(pending))
     finally:
         batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
+    if last is None:
+        return _stopped(claim)
     write_started = time.monotonic()
     outcome = with_retry(session, lambda: finish_chunk(session, claim, last))
     metrics.observe_stage("write", time.monotonic() - write_started)
@@ -194,6 +174,37 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         "succeeded" if outcome == ChunkOutcome.JOB_SUCCEEDED else "running",
     )
     return outcome
+
+
+def _write_parts(
+    current: WorkerState, session: Session, claim: Claim, batches: Submission, left: int
+) -> tuple[list[tuple[int, str]] | None, int]:
+    """Write each translated part as it comes, with a heartbeat; keep the last one back.
+
+    Returns (the last part, to be written with the chunk's finish, and how many segments
+    failed alone), or (None, ...) when the claim was lost or the work withdrawn.
+    """
+    settings, failed = current.settings, 0
+    for part in batches:
+        # A quiet tick heartbeats only while the model's batcher is getting through
+        # work: a hung translation must stop the heartbeats so the watchdog acts.
+        if not part and not batches.batcher.progressing(settings.heartbeat_timeout_s / 2):
+            continue
+        left -= len(part)
+        texts, failures = _split_results(part)
+        failed += len(failures)
+        if failures:
+            with_retry(session, lambda f=failures: record_failures(session, claim, f))
+        if texts:
+            metrics.observe_segments(settings.pool, claim.pair, len(texts))
+        if left == 0:
+            return texts, failed
+        write_started = time.monotonic()
+        owned = with_retry(session, lambda t=texts: record_batch(session, claim, t))
+        metrics.observe_stage("write", time.monotonic() - write_started)
+        if not owned:
+            return None, failed
+    return (None if left > 0 else [], failed)  # left > 0: withdrawn (a cancel announced)
 
 
 def _split_results(

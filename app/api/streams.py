@@ -191,8 +191,10 @@ class MultipartReader:
                     self.fields[part.name] = sink.decode("utf-8", "replace")
                 else:
                     sink.seek(0)
-                    yield part.filename or "", sink
-                    sink.close()
+                    try:
+                        yield part.filename or "", sink
+                    finally:  # also when the caller stops at a limit
+                        sink.close()
                 part = None
 
     def _field(self, event: Field) -> Field:
