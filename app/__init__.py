@@ -44,6 +44,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.after_request(echo_request_id)
     app.teardown_appcontext(close_session)
     errors.register(app)
+    errors.json_gunicorn_errors()
     app.register_blueprint(v1)
     app.register_blueprint(health)
     app.register_blueprint(docs)

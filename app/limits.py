@@ -1,10 +1,11 @@
-"""Rate limits per API key, counted in Redis so every web process shares them.
+"""Rate limits per tenant, counted in Redis so every web process shares them.
 
 Flask-Limiter with its Redis storage, fixed windows. Submissions (POST /v1/jobs and
-cancel) share one limit per key (STAPEL_RATE_SUBMIT), every other /v1 read shares another
-(STAPEL_RATE_READ). Probes, /metrics, the OpenAPI document and /docs have none. The
-limit is checked once the key is authenticated, keyed by the key's SHA-256 (the stored
-form), so no plain key reaches Redis.
+cancel) share one limit per tenant (STAPEL_RATE_SUBMIT), every other /v1 read shares
+another (STAPEL_RATE_READ); all keys of a tenant count together, so a second key buys
+no second share. Probes, /metrics, the OpenAPI document and /docs have none. The
+limit is checked once the key is authenticated (the /v1 blueprint sets g.tenant_id
+first), so it is keyed by the tenant's id and no key reaches Redis.
 When Redis is unreachable the limiter fails open: the request is served and a warning
 logged; the submission path itself then answers 503 (its quota and queue need Redis).
 """
@@ -14,10 +15,8 @@ from __future__ import annotations
 import logging
 import time
 
-from flask import Flask, current_app, request
+from flask import Flask, current_app, g, request
 from flask_limiter import Limiter
-
-from stapel.keys import hash_key
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +27,15 @@ OFF = ("off", "none", "0")
 
 
 def rate_key() -> str:
-    """Return who a request counts against: its API key's hash, else its address."""
-    scheme, _, key = (request.headers.get("Authorization") or "").partition(" ")
-    if scheme.lower() == "bearer" and key.strip():
-        return "key:" + hash_key(key.strip())
+    """Return who a request counts against: its tenant, else (unauthenticated) its address."""
+    tenant = g.get("tenant_id")
+    if tenant:
+        return "tenant:" + tenant
     return "addr:" + (request.remote_addr or "unknown")
 
 
 def init_limits(app: Flask, redis_url: str, submit: str, read: str) -> Limiter:
-    """Attach the per-key limits to the app's /v1 endpoints (call after registering them)."""
+    """Attach the per-tenant limits to the app's /v1 endpoints (call after registering them)."""
     limiter = Limiter(
         key_func=rate_key,
         storage_uri=redis_url,

@@ -46,6 +46,7 @@ class Claim:
     claimed_at: datetime | None = None
     """The database's time of the claim (so `claimed_at - sent_at` is the queue wait)."""
     has_callback: bool = False
+    split_sentences: bool = True
 
 
 def chunk_size(session: Session, chunk_id: str) -> int:
@@ -90,10 +91,13 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
             Chunk.sent_at,
             Job.source_lang,
             Job.target_lang,
-            Job.priority,
+            # The effective priority (fair share included) is what the worker's batcher
+            # serves too, not the one the client asked for.
+            func.coalesce(Job.dispatch_priority, Job.priority).label("priority"),
             Job.chunks_total,
             Job.callback_url.is_not(None).label("has_callback"),
             db_now().label("now"),
+            Job.split_sentences,
         )
         .join(Job, Job.id == Chunk.job_id)
         .where(Chunk.id == chunk_id)
@@ -125,7 +129,45 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
         sent_at=chunk.sent_at,
         claimed_at=chunk.now,
         has_callback=bool(chunk.has_callback),
+        split_sentences=chunk.split_sentences is not False,
     )
+
+
+@retry_conflicts
+def release_claim(session: Session, claim: Claim) -> bool:
+    """Give a claimed chunk back untouched, as if never claimed: no attempt charged.
+
+    For a worker that cannot serve the chunk (its model does not load here); returns
+    False if the claim was already lost.
+    """
+    lock_job(session, claim.job_id)
+    won = affected(
+        session,
+        update(Chunk)
+        .where(
+            Chunk.id == claim.chunk_id,
+            Chunk.claim_token == claim.token,
+            Chunk.status == Status.RUNNING,
+        )
+        .values(
+            status=Status.QUEUED,
+            attempts=Chunk.attempts - 1,
+            claim_token=None,
+            worker=None,
+            sent_at=None,
+            heartbeat_at=None,
+        ),
+    )
+    if won == 1:
+        endings.requeue_if_idle(session, claim.job_id)
+        most = (
+            select(func.coalesce(func.max(Chunk.attempts), 0))
+            .where(Chunk.job_id == claim.job_id)
+            .scalar_subquery()
+        )
+        session.execute(update(Job).where(Job.id == claim.job_id).values(attempts=most))
+    session.commit()
+    return won == 1
 
 
 def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
@@ -137,6 +179,7 @@ def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
             Segment.idx >= claim.first,
             Segment.idx < claim.end,
             Segment.target.is_(None),
+            Segment.error_code.is_(None),
         )
         .order_by(Segment.idx)
     )
@@ -158,7 +201,7 @@ def record_batch(session: Session, claim: Claim, translations: list[tuple[int, s
             Segment.job_id == claim.job_id,
             Segment.idx >= claim.first,
             Segment.idx < claim.end,
-            Segment.target.is_not(None),
+            Segment.target.is_not(None) | Segment.error_code.is_not(None),
         )
     )
     owned = (

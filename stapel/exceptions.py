@@ -53,3 +53,16 @@ class Unavailable(StapelError):
 
 class PermanentTranslationError(Exception):
     """A chunk can never be translated (for example its model is missing); not retried."""
+
+
+class ModelUnavailable(Exception):
+    """This worker cannot load a pair's model (missing or broken here): not the job's fault.
+
+    The worker hands the chunk back without charging an attempt; the job fails only when
+    no worker of its pool can load the model.
+    """
+
+    def __init__(self, pair: str, reason: str) -> None:
+        super().__init__(f"model {pair} unavailable on this worker: {reason}")
+        self.pair = pair
+        self.reason = reason

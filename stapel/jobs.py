@@ -51,6 +51,8 @@ class JobSpec:
     callback_url: str | None = None
     metadata: dict | None = None
     idempotency_key: str | None = None
+    split_sentences: bool = True
+    """Translate each sentence of a segment on its own (models are trained on sentences)."""
 
     @property
     def segments_total(self) -> int:
@@ -137,6 +139,8 @@ def store_job(
         segments_done=0,
         chunks_total=len(bounds),
         attempts=0,
+        segments_failed=0,
+        split_sentences=spec.split_sentences,
         # the database's clock: the watchdog compares a chunk's age with its own reading
         created_at=session.scalar(select(db_now())),
     )
@@ -267,6 +271,15 @@ def cancel_job(session: Session, tenant_id: str, job_id: str) -> Job:
     session.refresh(job)
     log.info("job cancelled logid=%s", job.id)
     return job
+
+
+def document_starts(session: Session, job_id: str) -> list[int]:
+    """Return the first segment index of each of the job's documents, in order."""
+    return list(
+        session.scalars(
+            select(Document.first_segment).where(Document.job_id == job_id).order_by(Document.idx)
+        )
+    )
 
 
 def iter_result(

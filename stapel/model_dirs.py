@@ -6,21 +6,38 @@
         source.spm           SentencePiece model for the source language
         target.spm           SentencePiece model for the target language
 
-The web side reads it for /v1/languages and validation; workers load from it.
+The web side reads it for /v1/languages and validation; workers load from it. Each
+model's input limit in tokens comes from the model itself: the length of its encoder's
+position table in model.bin (a converted OPUS-MT model has 512, the demo models 256),
+else `max_input_tokens` in its config.json, else DEFAULT_INPUT_TOKENS.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import struct
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 PAIR_RE = re.compile(r"^([a-z]{2,3}(?:_[A-Za-z]{2,4})?)-([a-z]{2,3}(?:_[A-Za-z]{2,4})?)$")
 """A pair directory name: ISO 639 codes, optionally with a script/region (`zh_Hans`)."""
 
 REQUIRED_FILES = ("model.bin", "source.spm", "target.spm")
+
+DEFAULT_INPUT_TOKENS = 512
+"""The input limit of a model that states none (no position table: CTranslate2 makes
+sinusoids for any length, but models are trained on sentences; 512 is OPUS-MT's)."""
+
+ENCODER_POSITIONS = "encoder/position_encodings/encodings"
+DECODER_POSITIONS = "decoder/position_encodings/encodings"
+
+
+class ModelFileError(ValueError):
+    """model.bin cannot be read as a CTranslate2 model."""
 
 
 @dataclass(frozen=True)
@@ -36,15 +53,18 @@ class ModelDir:
         return f"{self.source}-{self.target}"
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The longest input and output a model takes, in tokens (None: no table)."""
+
+    input_tokens: int
+    decoder_positions: int | None
+
+
 def scan(root: Path) -> dict[str, ModelDir]:
     """Return the usable pairs under root, keyed by `src-tgt`; incomplete dirs are skipped."""
     found: dict[str, ModelDir] = {}
-    if not root.is_dir():
-        return found
-    for entry in sorted(root.iterdir()):
-        match = PAIR_RE.match(entry.name)
-        if not match or not entry.is_dir():
-            continue
+    for entry, match in _pair_dirs(root):
         if all((entry / name).is_file() for name in REQUIRED_FILES):
             found[entry.name] = ModelDir(match.group(1), match.group(2), entry)
     return found
@@ -75,3 +95,95 @@ def served_pairs(root: Path) -> dict[str, ModelDir]:
     with _scans_lock:
         _scans[root] = (mtime, now, found)
     return found
+
+
+def problems(root: Path) -> dict[str, str]:
+    """Return pair -> what is wrong, for pair directories a worker could not load.
+
+    A cheap check (files present, model.bin's header readable), made at worker start so
+    that presence and readiness show a broken model before a chunk meets it.
+    """
+    found: dict[str, str] = {}
+    for entry, _match in _pair_dirs(root):
+        missing = [name for name in REQUIRED_FILES if not (entry / name).is_file()]
+        if missing:
+            found[entry.name] = f"missing {', '.join(missing)} in {entry}"
+            continue
+        try:
+            position_tables(entry / "model.bin")
+        except (OSError, ModelFileError) as exc:
+            found[entry.name] = f"unreadable model.bin in {entry}: {exc}"
+    return found
+
+
+def _pair_dirs(root: Path) -> list[tuple[Path, re.Match]]:
+    if not root.is_dir():
+        return []
+    return [
+        (entry, match)
+        for entry in sorted(root.iterdir())
+        if (match := PAIR_RE.match(entry.name)) and entry.is_dir()
+    ]
+
+
+def limits(path: Path) -> Limits:
+    """Return the input limit and decoder table length of the model directory path."""
+    tables = position_tables(path / "model.bin")
+    encoder = tables.get(ENCODER_POSITIONS)
+    if encoder is None:
+        try:
+            config = json.loads((path / "config.json").read_text())
+        except (OSError, ValueError):
+            config = {}
+        stated = config.get("max_input_tokens") if isinstance(config, dict) else None
+        encoder = stated if isinstance(stated, int) and stated > 0 else DEFAULT_INPUT_TOKENS
+    return Limits(encoder, tables.get(DECODER_POSITIONS))
+
+
+def position_tables(model_bin: Path) -> dict[str, int]:
+    """Return the position tables' lengths in a CTranslate2 model.bin, by variable name.
+
+    Reads only the header of each variable and seeks over its data (the layout written
+    by `ctranslate2.specs.ModelSpec._serialize`); aliases (an encoder sharing the
+    decoder's table) resolve to their target's length.
+    """
+    lengths: dict[str, int] = {}
+    with model_bin.open("rb") as f:
+        _unpack(f, "I")  # binary version
+        _string(f)  # spec name
+        _unpack(f, "I")  # revision
+        (count,) = _unpack(f, "I")
+        for _ in range(count):
+            name = _string(f)
+            (rank,) = _unpack(f, "B")
+            shape = _unpack(f, f"{rank}I")
+            _unpack(f, "B")  # dtype
+            (size,) = _unpack(f, "I")
+            f.seek(size, 1)
+            if name.endswith("position_encodings/encodings") and shape:
+                lengths[name] = shape[0]
+        (aliases,) = _unpack(f, "I")
+        for _ in range(aliases):
+            alias, target = _string(f), _string(f)
+            if target in lengths:
+                lengths[alias] = lengths[target]
+    return lengths
+
+
+def _unpack(f: BinaryIO, fmt: str) -> tuple:
+    size = struct.calcsize(fmt)
+    raw = f.read(size)
+    if len(raw) != size:
+        raise ModelFileError("truncated")
+    return struct.unpack(fmt, raw)
+
+
+def _string(f: BinaryIO) -> str:
+    (length,) = _unpack(f, "H")
+    raw = f.read(length)
+    if len(raw) != length or not length:
+        raise ModelFileError("truncated")
+    try:
+        return raw[:-1].decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelFileError("not a CTranslate2 model") from None

@@ -46,6 +46,8 @@ class TaskOutcome(StrEnum):
     """The worker had no room: the chunk went back to its queue for any worker."""
     STOPPED = "stopped"
     """The claim was lost while translating: cancelled or requeued."""
+    UNAVAILABLE = "model_unavailable"
+    """The model does not load on this worker: the chunk went back, no attempt charged."""
 
 
 class CallbackStatus(StrEnum):

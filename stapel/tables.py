@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -153,6 +154,11 @@ class Job(Base):
     documents_total: Mapped[int] = mapped_column(Integer)
     segments_total: Mapped[int] = mapped_column(Integer)
     segments_done: Mapped[int] = mapped_column(Integer, default=0)
+    """Segments that ended: translated, or failed alone (see segments_failed)."""
+    segments_failed: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Segments the model could not translate even alone (each has its error)."""
+    split_sentences: Mapped[bool | None] = mapped_column(Boolean)
+    """Translate each sentence of a segment apart (None: stored before the option; on)."""
     chunks_total: Mapped[int] = mapped_column(Integer, default=1)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
@@ -188,6 +194,9 @@ class Segment(Base):
     idx: Mapped[int] = mapped_column(Integer, primary_key=True)
     source: Mapped[str] = mapped_column(Text)
     target: Mapped[str | None] = mapped_column(Text)
+    error_code: Mapped[str | None] = mapped_column(String(32))
+    """Set when the segment failed alone (its target stays NULL)."""
+    error: Mapped[str | None] = mapped_column(Text)
 
 
 class Chunk(Base):

@@ -16,6 +16,13 @@ way CTranslate2 sorts its own input: a batch of similar lengths wastes little on
 padding (docs/performance.md has the figures).
 Room left over is filled with lower-priority segments that fit.
 
+Long segments: each segment enters as pieces of at most the model's input limit in
+tokens (its sentences, cut further where needed: workers/submission.py) and comes back
+whole. A batch that raises is bisected until the pieces that fail alone are found; the
+rest are delivered as if nothing happened, and each piece that failed alone fails its
+segment with a SegmentError. Only when every piece of a batch fails alone is the
+engine itself at fault: then the batch's tasks see the error raised.
+
 Parallel batches: with `parallel` above one (CTranslate2's `inter_threads`), as many
 threads each cut a batch by the rules above and translate it, so that many batches run
 at once; each of them still waits for a full budget or for its oldest segment to have
@@ -26,21 +33,19 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import ctranslate2
 import sentencepiece as spm
 
 from stapel import metrics
+from workers.isolation import hand_out, isolate, logids
+from workers.submission import Item, Submission, plan
 
 log = logging.getLogger(__name__)
-
-_DONE = object()
 
 
 WINDOW_BUDGETS = 32
@@ -53,66 +58,6 @@ MIN_SHARE_DIV = 8
 1/MIN_SHARE_DIV of the token budget: tiny batches cost nearly a full batch's time."""
 
 
-@dataclass(eq=False)
-class _Item:
-    seq: int
-    arrived: float
-    request: Submission
-    index: int
-    tokens: list[str]
-    taken: bool = False
-
-    @property
-    def size(self) -> int:
-        return max(len(self.tokens), 1)
-
-
-class Submission:
-    """One task's segments in the batcher; iterate it to receive translated batches."""
-
-    def __init__(
-        self,
-        job_id: str | None,
-        count: int,
-        batcher: Batcher | None = None,
-        tick_s: float | None = None,
-    ) -> None:
-        self.job_id = job_id
-        self.remaining = count
-        self.batcher = batcher
-        self.tick_s = tick_s
-        self._results: queue.Queue = queue.Queue()
-        if count == 0:
-            self._results.put(_DONE)
-
-    def _deliver(self, part: list[tuple[int, str]]) -> None:
-        self._results.put(part)
-        self.remaining -= len(part)
-        if self.remaining <= 0:
-            self._results.put(_DONE)
-
-    def _fail(self, exc: BaseException) -> None:
-        self._results.put(exc)
-
-    def __iter__(self) -> Iterator[list[tuple[int, str]]]:
-        """Yield translated parts; with tick_s, also an empty part after each quiet tick_s.
-
-        The empty parts let a waiting task heartbeat and notice a cancel while its
-        segments queue behind other work (see Batcher.progressing).
-        """
-        while True:
-            try:
-                part = self._results.get(timeout=self.tick_s)
-            except queue.Empty:
-                yield []
-                continue
-            if part is _DONE:
-                return
-            if isinstance(part, BaseException):
-                raise part
-            yield part
-
-
 @dataclass
 class BatchStats:
     """Counters a batcher keeps (for logs and metrics)."""
@@ -121,6 +66,8 @@ class BatchStats:
     segments: int = 0
     padded_tokens: int = 0
     real_tokens: int = 0
+    failed_batches: int = 0
+    failed_pieces: int = 0
 
 
 class Batcher:
@@ -142,16 +89,22 @@ class Batcher:
         suffix: tuple[str, ...] = (),
         name: str = "",
         parallel: int = 1,
+        max_input_tokens: int = 512,
+        lang: str = "en",
     ) -> None:
         self.translator, self.source, self.target = translator, source, target
         self.budget, self.wait_s = budget, wait_s
         self.options = options
         self.suffix = list(suffix)
         self.name = name
+        self.max_input_tokens = max_input_tokens
+        """The model's input limit in tokens, suffix included: longer pieces are cut."""
+        self.lang = lang
+        """The source language, for sentence splitting."""
         self.parallel = max(parallel, 1)
         self.stats = BatchStats()
         self.last_progress = time.monotonic()
-        self._lanes: dict[int, deque[_Item]] = {}
+        self._lanes: dict[int, deque[Item]] = {}
         """Waiting segments per priority, in arrival order (taken ones leave lazily)."""
         self._pending_tokens = 0
         self._running: dict[int, float] = {}
@@ -173,28 +126,79 @@ class Batcher:
         priority: int = 5,
         job_id: str | None = None,
         tick_s: float | None = None,
+        split_sentences: bool = True,
     ) -> Submission:
-        """Queue (index, text) items; blank texts come back at once, untranslated."""
+        """Queue (index, text) items; blank texts come back at once, untranslated.
+
+        Each text goes in as pieces (its sentences with split_sentences, each cut to the
+        model's input limit) and comes back whole, its pieces joined.
+        """
         blank = [(i, t) for i, t in items if not t.strip()]
         work = [(i, t) for i, t in items if t.strip()]
         request = Submission(job_id, len(items), self, tick_s)
-        if blank:
-            request._deliver(blank)
+        request.deliver(blank)
         if not work:
             return request
         encode_started = time.monotonic()
-        tokens = [t + self.suffix for t in self.source.encode([t for _, t in work], out_type=str)]
+        planned = plan(
+            work,
+            lang=self.lang,
+            split_sentences=split_sentences,
+            encode=self._encode,
+            limit=self.max_input_tokens,
+        )
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
-        order = sorted(range(len(work)), key=lambda p: len(tokens[p]))
         now = time.monotonic()
+        pieces = []
+        for seg in planned:
+            request.expect(seg)
+            for slot, tokens in enumerate(seg.tokens):
+                if tokens is not None:
+                    pieces.append((seg.index, slot, tokens))
+        pieces.sort(key=lambda piece: len(piece[2]))
         with self._cond:
             lane = self._lanes.setdefault(priority, deque())
-            for p in order:
-                item = _Item(next(self._seq), now, request, work[p][0], tokens[p])
+            for index, slot, tokens in pieces:
+                item = Item(next(self._seq), now, request, index, slot, tokens)
+                request.items.append(item)
                 lane.append(item)
                 self._pending_tokens += item.size
             self._cond.notify()
         return request
+
+    def _encode(self, texts: list[str]) -> list[list[str]]:
+        return [t + self.suffix for t in self.source.encode(texts, out_type=str)]
+
+    def withdraw_job(self, job_id: str) -> int:
+        """Withdraw every request of job_id that has segments waiting; return how many."""
+        with self._cond:
+            found = {
+                id(item.request): item.request
+                for lane in self._lanes.values()
+                for item in lane
+                if not item.taken and item.request.job_id == job_id
+            }
+        for request in found.values():
+            request.withdraw()
+        return len(found)
+
+    def withdraw(self, request: Submission) -> None:
+        """Take a request's waiting pieces out of the lanes (a cancelled or lost chunk)."""
+        with self._cond:
+            gone = [item for item in request.items if not item.taken]
+            for item in gone:
+                item.taken = True
+                self._pending_tokens -= item.size
+            if gone:
+                for priority, lane in self._lanes.items():
+                    self._lanes[priority] = deque(i for i in lane if not i.taken)
+        if gone:
+            log.info(
+                "withdrawn from batcher model=%s logid=%s pieces=%d",
+                self.name,
+                request.job_id,
+                len(gone),
+            )
 
     def progressing(self, within_s: float) -> bool:
         """Return whether the batcher is getting through its work.
@@ -215,7 +219,7 @@ class Batcher:
             self._closed = True
             self._cond.notify_all()
 
-    def _waiting(self) -> list[deque[_Item]]:
+    def _waiting(self) -> list[deque[Item]]:
         """The lanes with a waiting segment, highest priority first (taken ones dropped)."""
         lanes = []
         for priority in sorted(self._lanes, reverse=True):
@@ -226,9 +230,9 @@ class Batcher:
                 lanes.append(lane)
         return lanes
 
-    def _window(self, lane: deque[_Item]) -> list[_Item]:
+    def _window(self, lane: deque[Item]) -> list[Item]:
         """The lane's first waiting segments, up to WINDOW_BUDGETS budgets of tokens."""
-        window: list[_Item] = []
+        window: list[Item] = []
         tokens = 0
         for item in lane:
             if item.taken:
@@ -251,7 +255,7 @@ class Batcher:
         share = -(-self._pending_tokens // free)
         return min(self.budget, max(share, self.budget // MIN_SHARE_DIV))
 
-    def _cut(self, head: _Item, window: list[_Item], budget: int) -> list[_Item]:
+    def _cut(self, head: Item, window: list[Item], budget: int) -> list[Item]:
         """The largest run of length-sorted window segments that holds head and fits the budget.
 
         A run [lo, hi] of sorted sizes costs (hi - lo + 1) * size[hi] padded tokens; for
@@ -269,7 +273,7 @@ class Batcher:
                 best = (lo, hi)
         return ordered[best[0] : best[1] + 1]
 
-    def _fill(self, batch: list[_Item], lanes: list[deque[_Item]], budget: int) -> None:
+    def _fill(self, batch: list[Item], lanes: list[deque[Item]], budget: int) -> None:
         """Add lower-priority segments, in priority then arrival order, while they fit."""
         longest = max(item.size for item in batch)
         for lane in lanes:
@@ -281,7 +285,7 @@ class Batcher:
                 elif item.size <= longest:
                     return  # full: nothing more fits without going over the budget
 
-    def _next_batch(self) -> list[_Item] | None:
+    def _next_batch(self) -> list[Item] | None:
         with self._cond:
             while True:
                 lanes = self._waiting()
@@ -311,39 +315,54 @@ class Batcher:
         me = threading.get_ident()
         while (batch := self._next_batch()) is not None:
             try:
-                self._translate(batch)
+                self._run_batch(batch)
                 self.last_progress = time.monotonic()
-            except Exception as exc:  # hand any engine failure to the waiting tasks
-                log.exception("batch failed model=%s", self.name)
-                for request in {id(i.request): i.request for i in batch}.values():
-                    request._fail(exc)
             finally:
                 with self._cond:
                     self._running.pop(me, None)
 
-    def _translate(self, batch: list[_Item]) -> None:
+    def _run_batch(self, batch: list[Item]) -> None:
+        try:
+            outputs = self._translate(batch)
+        except Exception as exc:  # isolate what fails alone; the rest is delivered
+            failures = (
+                isolate(batch, self._translate, self._deliver)
+                if len(batch) > 1
+                else [(batch[0], exc)]
+            )
+            with self._cond:
+                self.stats.failed_batches += 1
+                self.stats.failed_pieces += len(failures)
+            hand_out(self.name, batch, failures, exc)
+            return
+        self._deliver(batch, outputs)
+
+    def _translate(self, batch: list[Item]) -> list[str]:
         started = time.monotonic()
         results = self.translator.translate_batch([item.tokens for item in batch], **self.options)
         outputs = self.target.decode([r.hypotheses[0] for r in results])
         metrics.observe_stage("translate", time.monotonic() - started)
-        parts: dict[int, tuple[Submission, list[tuple[int, str]]]] = {}
-        for item, text in zip(batch, outputs, strict=True):
-            parts.setdefault(id(item.request), (item.request, []))[1].append((item.index, text))
         self._count(batch)
-        jobs = sorted({str(r.job_id) for r, _ in parts.values()})
-        level = logging.INFO if len(jobs) > 1 else logging.DEBUG
+        return outputs
+
+    def _deliver(self, batch: list[Item], outputs: list[str]) -> None:
+        parts: dict[int, tuple[Submission, list]] = {}
+        for item, text in zip(batch, outputs, strict=True):
+            parts.setdefault(id(item.request), (item.request, []))[1].append((item, text))
+        jobs = logids(batch)
+        level = logging.INFO if "," in jobs else logging.DEBUG
         log.log(
             level,
             "batch model=%s segments=%d jobs=%d logids=%s",
             self.name,
             len(batch),
-            len(jobs),
-            ",".join(jobs),
+            jobs.count(",") + 1,
+            jobs,
         )
-        for request, part in parts.values():
-            request._deliver(part)
+        for request, pieces in parts.values():
+            request.receive(pieces)
 
-    def _count(self, batch: list[_Item]) -> None:
+    def _count(self, batch: list[Item]) -> None:
         longest = max(i.size for i in batch)
         real = sum(i.size for i in batch)
         with self._cond:

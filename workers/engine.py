@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -20,11 +21,16 @@ from pathlib import Path
 import ctranslate2
 import sentencepiece as spm
 
-from stapel.exceptions import PermanentTranslationError
-from stapel.model_dirs import ModelDir, scan
-from workers.batcher import Batcher, Submission
+from stapel.exceptions import ModelUnavailable
+from stapel.model_dirs import ModelDir, ModelFileError, limits, problems, scan
+from workers.batcher import Batcher
+from workers.submission import Result, Submission
 
 log = logging.getLogger(__name__)
+
+BROKEN_RETRY_S = 60.0
+"""How long a pair whose model failed to load is refused before it is tried again (a
+model directory may be repaired or synced meanwhile)."""
 
 
 @dataclass
@@ -100,6 +106,7 @@ class Engine:
         max_decoding_length: int = 256,
         min_decoding_length: int = 0,
         beam_size: int = 1,
+        max_input_tokens: int = 0,
         on_load: Callable[[str], None] | None = None,
         on_evict: Callable[[str], None] | None = None,
     ) -> None:
@@ -117,9 +124,16 @@ class Engine:
             "beam_size": beam_size,
             "max_decoding_length": max_decoding_length,
             "min_decoding_length": min_decoding_length,
+            # CTranslate2 would silently drop input past 1,024 tokens; the batcher cuts
+            # pieces to the model's limit itself, so anything longer is an error, not a loss.
+            "max_input_length": 0,
         }
+        self.max_input_tokens = max_input_tokens
+        """The input limit in tokens for every model (0: each model's own)."""
         self.on_load, self.on_evict = on_load, on_evict
         self._loaded: OrderedDict[str, LoadedModel] = OrderedDict()
+        self._broken: dict[str, tuple[float, str]] = {}
+        """Pairs whose model could not be loaded: when, and why."""
         self._lock = threading.Lock()
 
     def pairs(self) -> dict[str, ModelDir]:
@@ -130,9 +144,34 @@ class Engine:
         """Return the pairs currently loaded, least recently used first."""
         return list(self._loaded)
 
+    def withdraw_job(self, job_id: str) -> int:
+        """Take a cancelled job's waiting segments out of every loaded model's batcher."""
+        with self._lock:
+            batchers = [model.batcher for model in self._loaded.values()]
+        return sum(batcher.withdraw_job(job_id) for batcher in batchers)
+
+    def broken(self) -> dict[str, str]:
+        """Return pair -> reason for the pairs this engine cannot load now."""
+        with self._lock:
+            return {pair: reason for pair, (_at, reason) in self._broken.items()}
+
+    def check_root(self) -> dict[str, str]:
+        """Mark the pair directories that cannot be loaded as broken (a cheap check)."""
+        found = problems(self.model_root)
+        with self._lock:
+            for pair, reason in found.items():
+                self._mark_broken(pair, reason)
+        return found
+
+    def _mark_broken(self, pair: str, reason: str) -> None:
+        self._broken[pair] = (time.monotonic(), reason)
+        log.error("model broken pair=%s reason=%s", pair, reason)
+
     def model(self, pair: str) -> LoadedModel:
         """Return the loaded model for pair, loading it (and evicting the oldest) if needed.
 
+        Raises ModelUnavailable when the pair has no model here or it fails to load; the
+        pair is then refused for BROKEN_RETRY_S before it is tried again.
         `on_load(pair)` runs after a load and `on_evict(pair)` after an eviction, outside
         the lock (workers use them to join and leave the pair's model queue).
         """
@@ -140,10 +179,7 @@ class Engine:
             if pair in self._loaded:
                 self._loaded.move_to_end(pair)
                 return self._loaded[pair]
-            found = self.pairs().get(pair)
-            if found is None:
-                raise PermanentTranslationError(f"no model for language pair {pair!r}")
-            model = self._load(found)
+            model = self._load_or_refuse(pair)
             self._loaded[pair] = model
             evicted = []
             while len(self._loaded) > self.max_loaded:
@@ -156,6 +192,23 @@ class Engine:
                 self.on_evict(name)
         if self.on_load:
             self.on_load(pair)
+        return model
+
+    def _load_or_refuse(self, pair: str) -> LoadedModel:
+        """Load pair's model (called under the lock), or raise ModelUnavailable."""
+        refused = self._broken.get(pair)
+        if refused is not None and time.monotonic() - refused[0] < BROKEN_RETRY_S:
+            raise ModelUnavailable(pair, refused[1])
+        found = self.pairs().get(pair)
+        if found is None:
+            self._mark_broken(pair, f"no complete model directory {pair} in {self.model_root}")
+            raise ModelUnavailable(pair, self._broken[pair][1])
+        try:
+            model = self._load(found)
+        except (RuntimeError, OSError, ValueError, ModelFileError) as exc:
+            self._mark_broken(pair, f"{type(exc).__name__}: {exc}"[:300])
+            raise ModelUnavailable(pair, self._broken[pair][1]) from None
+        self._broken.pop(pair, None)
         return model
 
     def _load(self, found: ModelDir) -> LoadedModel:
@@ -180,16 +233,24 @@ class Engine:
         )
         source = spm.SentencePieceProcessor(model_file=str(found.path / "source.spm"))
         target = spm.SentencePieceProcessor(model_file=str(found.path / "target.spm"))
+        found_limits = limits(found.path)
+        options = dict(self.options)
+        if found_limits.decoder_positions:  # longer outputs raise instead of stopping
+            options["max_decoding_length"] = min(
+                options["max_decoding_length"], found_limits.decoder_positions
+            )
         batcher = Batcher(
             translator,
             source,
             target,
             budget=self.batch_tokens,
             wait_s=self.batch_wait_s,
-            options=self.options,
+            options=options,
             suffix=source_suffix(found.path),
             name=found.pair,
             parallel=self.parallel,
+            max_input_tokens=self.max_input_tokens or found_limits.input_tokens,
+            lang=found.source,
         )
         return LoadedModel(found.pair, translator, source, target, batcher)
 
@@ -201,21 +262,28 @@ class Engine:
         priority: int = 5,
         job_id: str | None = None,
         tick_s: float | None = None,
+        split_sentences: bool = True,
     ) -> Submission:
         """Return an iterable of lists of (index, translation), batch by batch.
 
         The model's batcher may merge these segments with other callers' into shared
-        batches. Empty and whitespace-only segments come back unchanged. With tick_s, an
+        batches. Empty and whitespace-only segments come back unchanged; a segment the
+        model cannot translate even alone comes back as a SegmentError. With tick_s, an
         empty list comes every tick_s seconds that nothing arrives (for heartbeats).
         """
         return self.model(pair).batcher.submit(
-            list(items), priority=priority, job_id=job_id, tick_s=tick_s
+            list(items),
+            priority=priority,
+            job_id=job_id,
+            tick_s=tick_s,
+            split_sentences=split_sentences,
         )
 
-    def translate(self, pair: str, texts: list[str]) -> list[str]:
+    def translate(self, pair: str, texts: list[str], split_sentences: bool = True) -> list[Result]:
         """Translate texts and return them in the same order."""
-        out: list[str] = [""] * len(texts)
-        for batch in self.translate_batches(pair, enumerate(texts)):
+        out: list[Result] = [""] * len(texts)
+        items = enumerate(texts)
+        for batch in self.translate_batches(pair, items, split_sentences=split_sentences):
             for index, text in batch:
                 out[index] = text
         return out

@@ -3,7 +3,9 @@
 The steps run in order, each handing on to the next: `run_chunk` takes room in the
 worker's budget (or hands the chunk back), claims it (or skips it), translates its
 pending segments batch by batch with a heartbeat per batch, and finishes it; a failure
-requeues or fails the chunk.
+requeues or fails the chunk. A chunk whose model does not load on this worker is given
+back unclaimed for another worker (workers/unavailable.py); a chunk that is cancelled or
+requeued meanwhile takes its waiting segments out of the batcher at once.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from stapel.chunks import (
 )
 from stapel.db import with_retry
 from stapel.dispatch import dispatch
-from stapel.exceptions import PermanentTranslationError
+from stapel.exceptions import ModelUnavailable, PermanentTranslationError
+from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, TaskOutcome
 from stapel.tables import Chunk
 from workers.runtime import WorkerState, state
+from workers.submission import Result, SegmentError, Submission
+from workers.unavailable import model_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +135,8 @@ def _run_claimed(
     )
     try:
         return _translate(current, celery, session, claim)
+    except ModelUnavailable as exc:
+        return model_unavailable(current, celery, session, claim, exc, worker)
     except PermanentTranslationError as exc:
         return _fail(current, celery, session, claim, str(exc), retry=False)
     except (RuntimeError, ValueError) as exc:
@@ -152,24 +159,14 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         priority=claim.priority,
         job_id=claim.job_id,
         tick_s=settings.heartbeat_s,
+        split_sentences=claim.split_sentences,
     )
-    left, last = len(pending), []
-    for part in batches:
-        # A quiet tick heartbeats only while the model's batcher is getting through
-        # work: a hung translation must stop the heartbeats so the watchdog acts.
-        if not part and not batches.batcher.progressing(settings.heartbeat_timeout_s / 2):
-            continue
-        left -= len(part)
-        if part:
-            metrics.observe_segments(settings.pool, claim.pair, len(part))
-        if left == 0:
-            last = part  # written with the chunk's finish, in one transaction
-            break
-        write_started = time.monotonic()
-        owned = with_retry(session, lambda part=part: record_batch(session, claim, part))
-        metrics.observe_stage("write", time.monotonic() - write_started)
-        if not owned:
-            return _stopped(claim)
+    try:
+        last, failed = _write_parts(current, session, claim, batches, len(pending))
+    finally:
+        batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
+    if last is None:
+        return _stopped(claim)
     write_started = time.monotonic()
     # one transaction: the chunk's end and, with the last chunk, the job's (retry-safe)
     outcome = with_retry(session, lambda: finish_chunk(session, claim, last))
@@ -179,14 +176,55 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     if outcome == ChunkOutcome.JOB_SUCCEEDED and claim.has_callback:
         send_callback(celery, claim.job_id)
     log.info(
-        "chunk done logid=%s chunk=%d segments=%d seconds=%.2f job=%s",
+        "chunk done logid=%s chunk=%d segments=%d failed=%d seconds=%.2f job=%s",
         claim.job_id,
         claim.chunk_idx,
         len(pending),
+        failed,
         time.monotonic() - started,
         "succeeded" if outcome == ChunkOutcome.JOB_SUCCEEDED else "running",
     )
     return outcome
+
+
+def _write_parts(
+    current: WorkerState, session: Session, claim: Claim, batches: Submission, left: int
+) -> tuple[list[tuple[int, str]] | None, int]:
+    """Write each translated part as it comes, with a heartbeat; keep the last one back.
+
+    Returns (the last part, to be written with the chunk's finish, and how many segments
+    failed alone), or (None, ...) when the claim was lost or the work withdrawn.
+    """
+    settings, failed = current.settings, 0
+    for part in batches:
+        # A quiet tick heartbeats only while the model's batcher is getting through
+        # work: a hung translation must stop the heartbeats so the watchdog acts.
+        if not part and not batches.batcher.progressing(settings.heartbeat_timeout_s / 2):
+            continue
+        left -= len(part)
+        texts, failures = _split_results(part)
+        failed += len(failures)
+        if failures:
+            with_retry(session, lambda f=failures: record_failures(session, claim, f))
+        if texts:
+            metrics.observe_segments(settings.pool, claim.pair, len(texts))
+        if left == 0:
+            return texts, failed
+        write_started = time.monotonic()
+        owned = with_retry(session, lambda t=texts: record_batch(session, claim, t))
+        metrics.observe_stage("write", time.monotonic() - write_started)
+        if not owned:
+            return None, failed
+    return (None if left > 0 else [], failed)  # left > 0: withdrawn (a cancel announced)
+
+
+def _split_results(
+    part: list[tuple[int, Result]],
+) -> tuple[list[tuple[int, str]], list[tuple[int, str, str]]]:
+    """Split a delivered part into translations and (index, code, message) failures."""
+    texts = [(i, r) for i, r in part if not isinstance(r, SegmentError)]
+    failures = [(i, r.code, r.message) for i, r in part if isinstance(r, SegmentError)]
+    return texts, failures
 
 
 def _stopped(claim: Claim) -> str:

@@ -1,9 +1,16 @@
-"""A worker process's runtime: its state built once, its segment budget, its start-up."""
+"""A worker process's runtime: its state built once, its segment budget, its start-up.
+
+Readiness: a worker is ready once it publishes its presence record and no model under
+its model root is broken (`python -m workers.runtime ready <hostname>`, the pods'
+readiness probe); a broken model shows in its log and its presence record too.
+"""
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,10 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from stapel import metrics
 from stapel.db import make_engine, make_session_factory
-from stapel.exceptions import PermanentTranslationError
-from stapel.presence import Publisher, ServedQueues, model_queue
+from stapel.exceptions import ModelUnavailable
+from stapel.presence import Publisher, ServedQueues, model_queue, presence_key
 from stapel.settings import Settings, current
 from stapel.tracer import Tracer
+from stapel.withdrawals import Listener
 from workers.budget import Budget
 from workers.engine import Engine
 
@@ -41,6 +49,11 @@ class WorkerState:
     """This worker's Celery name, set at start-up (its presence key)."""
     queues: tuple[str, ...] = ()
     """The queues it consumes at start-up: a worker not on its pool queue has no pool."""
+
+    @property
+    def consumes_pool(self) -> bool:
+        """Whether this worker takes chunks from its pool's queue (the control worker not)."""
+        return not self.queues or self.settings.pool in self.queues
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.settings.worker_segments)
@@ -70,18 +83,21 @@ class WorkerState:
         """Return this worker's presence record: pool, busy tasks, models, budget and line.
 
         `pool` is empty for a worker that does not consume its pool's queue (the control
-        worker): it takes no chunks, so it offers no room and counts in no pool.
+        worker): it takes no chunks, so it offers no room and counts in no pool. `broken`
+        lists the pairs it cannot load (it never takes their chunks).
         """
-        pool = self.settings.pool if not self.queues or self.settings.pool in self.queues else ""
+        pool = self.settings.pool if self.consumes_pool else ""
         waiting_segments, waiting = self.budget.waiting()
         return {
             "pool": pool,
             "busy": self.busy,
             "models": self.engine.loaded_pairs() if pool else [],
+            "broken": self.engine.broken(),
             "budget": self.budget.limit if pool else 0,
             "held": self.budget.held,
             "waiting_segments": waiting_segments,
             "waiting": waiting,
+            "consumes_pool": self.consumes_pool,
         }
 
 
@@ -99,6 +115,7 @@ def build_engine(settings: Settings) -> Engine:
         max_decoding_length=settings.max_decoding_length,
         min_decoding_length=settings.min_decoding_length,
         beam_size=settings.beam_size,
+        max_input_tokens=settings.max_input_tokens,
     )
 
 
@@ -136,6 +153,7 @@ class Runtime:
         self.celery, self.hostname = celery, hostname
         self.publisher: Publisher | None = None
         self.tracer: Tracer | None = None
+        self.withdrawals: Listener | None = None
 
     def start(self, consumer) -> None:
         """Load STAPEL_PRELOAD pairs, join model queues as models load, start presence.
@@ -150,6 +168,7 @@ class Runtime:
         current_state.queues = _consumed(consumer)
         # Tasks waiting for room hand their chunks back at once when the worker stops.
         signals.worker_shutting_down.connect(lambda **_: current_state.budget.close(), weak=False)
+        engine.check_root()
         engine.on_load = _counting(
             lambda pair: consumer.add_task_queue(model_queue(settings.pool, pair))
         )
@@ -157,11 +176,12 @@ class Runtime:
         for pair in settings.preload:
             try:
                 engine.model(pair)
-            except PermanentTranslationError as exc:
+            except ModelUnavailable as exc:
                 log.error("preload failed pair=%s error=%s", pair, exc)
         engine.on_load = _counting(self._join_model_queue)
         self.publisher = Publisher(current_state.redis, self.hostname, current_state.snapshot)
         self.publisher.start()
+        self.withdrawals = Listener(current_state.redis, engine.withdraw_job).start()
         if settings.metrics_port:
             metrics.start_exporter(settings.metrics_port)
         if settings.log_dir is not None:
@@ -173,6 +193,8 @@ class Runtime:
         """Stop the tracer and withdraw this worker's presence record."""
         if self.tracer is not None:
             self.tracer.stop()
+        if self.withdrawals is not None:
+            self.withdrawals.stop()
         if self.publisher is not None:
             self.publisher.stop()
 
@@ -185,3 +207,32 @@ class Runtime:
         queue = model_queue(state().settings.pool, pair)
         self.celery.control.cancel_consumer(queue, destination=[self.hostname], reply=False)
         log.info("left model queue queue=%s worker=%s", queue, self.hostname)
+
+
+def ready(client: redis.Redis, hostname: str) -> tuple[bool, str]:
+    """Return (ready, why) for a worker: its presence record is there, no model broken."""
+    raw = client.get(presence_key(hostname))
+    if raw is None:
+        return False, f"no presence record for {hostname}"
+    broken = json.loads(raw).get("broken") or {}
+    if broken:
+        return False, "broken models: " + "; ".join(f"{p}: {r}" for p, r in sorted(broken.items()))
+    return True, "ready"
+
+
+def main(argv: list[str]) -> int:
+    """`python -m workers.runtime ready HOSTNAME`: exit 0 when that worker is ready."""
+    if len(argv) != 2 or argv[0] != "ready":
+        print("usage: python -m workers.runtime ready HOSTNAME", file=sys.stderr)
+        return 2
+    try:
+        client = redis.Redis.from_url(current().redis_url, socket_timeout=5)
+        is_ready, why = ready(client, argv[1])
+    except redis.RedisError as exc:
+        is_ready, why = False, f"redis unreachable: {type(exc).__name__}"
+    print(why)
+    return 0 if is_ready else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

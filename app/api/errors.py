@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import socket
 
 import redis
 from flask import Flask, jsonify
@@ -45,7 +47,7 @@ def register(app: Flask) -> None:
         return error_response(
             429,
             "rate_limited",
-            f"rate limit of {exc.description} for this API key exceeded; retry in {wait} s",
+            f"rate limit of {exc.description} for this tenant exceeded; retry in {wait} s",
             {"Retry-After": str(wait)},
         )
 
@@ -79,3 +81,30 @@ def register(app: Flask) -> None:
     def _unexpected(exc: Exception):
         log.exception("unhandled error")
         return error_response(500, "internal_error", "internal error")
+
+
+def gunicorn_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """Write one of gunicorn's own refusals (414, bad request line...) as a JSON error.
+
+    gunicorn answers these before the app sees the request, in HTML; this replaces its
+    `util.write_error` so they come in the API's shape: 414 `uri_too_long`, 400
+    `bad_request`, 431 `request_header_fields_too_large`, ...
+    """
+    from gunicorn import util
+
+    code = reason.lower().replace(" ", "_").replace("-", "_")
+    body = json.dumps({"error": {"code": code, "message": mesg or reason}}).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+def json_gunicorn_errors() -> None:
+    """Make gunicorn, when it serves the app, write its own errors as JSON (see above)."""
+    try:
+        from gunicorn import util
+    except ImportError:
+        return
+    util.write_error = gunicorn_error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import logging
 from collections.abc import Iterator
@@ -11,12 +12,15 @@ from datetime import datetime
 from flask import Response, g, jsonify, request, stream_with_context, url_for
 
 from app.api.blueprints import v1
-from app.api.parsing import Limits, idempotency_key, parse_json, parse_upload
+from app.api.parsing import Limits, idempotency_key, parse_json
+from app.api.streams import read_json
+from app.api.uploads import parse_upload
 from app.web import db_session, stapel
-from stapel import jobs, quotas
+from stapel import jobs, quotas, withdrawals
 from stapel.broker import send_callback
 from stapel.exceptions import ValidationError
 from stapel.model_dirs import served_pairs
+from stapel.segment_errors import segment_errors
 from stapel.states import CallbackStatus, Status
 from stapel.submit import submit
 from stapel.tables import Job
@@ -40,6 +44,8 @@ def job_json(job: Job) -> dict:
         "documents_total": job.documents_total,
         "segments_total": job.segments_total,
         "segments_done": job.segments_done,
+        "segments_failed": job.segments_failed or 0,
+        "split_sentences": job.split_sentences is not False,
         "attempts": job.attempts,
         "error": job.error,
         "metadata": job.meta,
@@ -72,13 +78,20 @@ def create_job():
     ext = stapel()
     pairs = list(served_pairs(ext.settings.model_root))
     key = idempotency_key(request.headers.get("Idempotency-Key"))
+    limits = _limits()
     if request.mimetype == "multipart/form-data":
-        spec = parse_upload(request.form, request.files, pairs, _limits(), key)
+        boundary = request.mimetype_params.get("boundary", "")
+        if not boundary:
+            raise ValidationError("the multipart body has no boundary", code="invalid_request")
+        spec = parse_upload(request.stream, boundary.encode("latin-1"), pairs, limits, key)
     elif request.mimetype == "application/json":
-        body = request.get_json(silent=True)
-        if body is None:
-            raise ValidationError("the body is not valid JSON", code="invalid_json")
-        spec = parse_json(body, pairs, _limits(), key)
+        body = read_json(
+            request.stream,
+            max_segments=limits.max_segments,
+            max_segment_chars=limits.max_segment_chars,
+            max_documents=limits.max_documents,
+        )
+        spec = parse_json(body, pairs, limits, key)
     else:
         raise ValidationError(
             "send application/json or multipart/form-data", code="unsupported_media_type"
@@ -104,6 +117,7 @@ def cancel_job(job_id: str):
     """Cancel a queued or running job; 409 if it already ended."""
     session = db_session()
     job = jobs.cancel_job(session, g.tenant_id, job_id)
+    withdrawals.announce(stapel().redis, job.id)  # workers drop its waiting segments now
     if job.callback_status == CallbackStatus.PENDING:
         send_callback(stapel().celery, job.id)
     return jsonify(job_json(job))
@@ -171,6 +185,20 @@ def get_result(job_id: str):
     )
 
 
+def _errors_by_document(session, job: Job) -> dict[int, list[dict]]:
+    """Per document (by position): its failed segments, as {segment, code, message}."""
+    if not job.segments_failed:
+        return {}
+    failed = segment_errors(session, job.id)
+    starts = jobs.document_starts(session, job.id)
+    out: dict[int, list[dict]] = {}
+    for idx in sorted(failed):
+        d = bisect.bisect_right(starts, idx) - 1
+        code, message = failed[idx]
+        out.setdefault(d, []).append({"segment": idx - starts[d], "code": code, "message": message})
+    return out
+
+
 def _txt(session, job: Job) -> Iterator[str]:
     for _name, segments in jobs.iter_result(session, job):
         for target in segments:
@@ -185,12 +213,14 @@ def _json(session, job: Job, complete: bool) -> Iterator[str]:
         "segments_total": job.segments_total,
         "segments_done": job.segments_done,
     }
+    head["segments_failed"] = job.segments_failed or 0
+    errors = _errors_by_document(session, job)
     yield json.dumps(head)[:-1] + ', "documents": ['
     for d, (name, segments) in enumerate(jobs.iter_result(session, job)):
         yield ("," if d else "") + '{"id": ' + json.dumps(name) + ', "segments": ['
         for s, target in enumerate(segments):
             yield ("," if s else "") + json.dumps(target, ensure_ascii=False)
-        yield "]}"
+        yield "]" + (', "errors": ' + json.dumps(errors[d]) if d in errors else "") + "}"
     yield "]}"
 
 

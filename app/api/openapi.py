@@ -56,7 +56,7 @@ _WHEN = {
     405: "Method not allowed",
     409: "The job already ended",
     413: "Body, segments or documents over the limits",
-    429: "Rate limit of the key or quota of the tenant used up (see Retry-After)",
+    429: "Rate limit or quota of the tenant used up (see Retry-After)",
     500: "Unexpected error",
     503: "Database or queue unreachable (see Retry-After)",
 }
@@ -73,6 +73,8 @@ JOB = {
         "documents_total": {"type": "integer"},
         "segments_total": {"type": "integer"},
         "segments_done": {"type": "integer"},
+        "segments_failed": {"type": "integer"},
+        "split_sentences": {"type": "boolean"},
         "attempts": {"type": "integer"},
         "error": {"type": "string", "nullable": True},
         "metadata": {"type": "object", "nullable": True},
@@ -117,6 +119,11 @@ JOB_REQUEST = {
         },
         "callback_url": {"type": "string", "format": "uri"},
         "metadata": {"type": "object", "description": "At most STAPEL_MAX_METADATA_BYTES"},
+        "split_sentences": {
+            "type": "boolean",
+            "default": True,
+            "description": "Translate each sentence on its own, joined with the source whitespace",
+        },
     },
 }
 UPLOAD = {
@@ -128,6 +135,7 @@ UPLOAD = {
         "priority": {"type": "integer"},
         "callback_url": {"type": "string"},
         "metadata": {"type": "string", "description": "A JSON object as text"},
+        "split_sentences": {"type": "string", "enum": ["true", "false"]},
         "files": {
             "type": "array",
             "items": {"type": "string", "format": "binary"},
@@ -143,6 +151,7 @@ RESULT = {
         "complete": {"type": "boolean"},
         "segments_total": {"type": "integer"},
         "segments_done": {"type": "integer"},
+        "segments_failed": {"type": "integer"},
         "documents": {
             "type": "array",
             "items": {
@@ -150,6 +159,18 @@ RESULT = {
                 "properties": {
                     "id": {"type": "string", "nullable": True},
                     "segments": {"type": "array", "items": {"type": "string", "nullable": True}},
+                    "errors": {
+                        "type": "array",
+                        "description": "Segments that failed alone (their target is null)",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "segment": {"type": "integer"},
+                                "code": {"type": "string"},
+                                "message": {"type": "string"},
+                            },
+                        },
+                    },
                 },
             },
         },

@@ -1,12 +1,14 @@
-"""Turn a job request (JSON or multipart .txt upload) into a validated JobSpec."""
+"""Turn a job request (JSON or multipart .txt upload) into a validated JobSpec.
+
+Both are read as streams (app/api/streams.py), so a limit crossed stops the reading;
+uploads are taken apart in app/api/uploads.py and finished here like JSON.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from urllib.parse import urlsplit
-
-from werkzeug.datastructures import FileStorage, MultiDict
 
 from stapel.exceptions import TooLarge, UnknownLanguagePair, ValidationError
 from stapel.jobs import DocumentSpec, JobSpec
@@ -20,6 +22,7 @@ JSON_FIELDS = {
     "priority",
     "callback_url",
     "metadata",
+    "split_sentences",
 }
 FORM_FIELDS = JSON_FIELDS - {"segments", "documents"}
 MAX_NAME_CHARS = 255
@@ -39,7 +42,7 @@ class Limits:
     callback_allow_hosts: tuple[str, ...] = ()
 
 
-def _text(value: object, where: str, limits: Limits) -> str:
+def check_text(value: object, where: str, limits: Limits) -> str:
     if not isinstance(value, str):
         raise ValidationError(f"{where} must be a string", code="invalid_type")
     if len(value) > limits.max_segment_chars:
@@ -47,11 +50,11 @@ def _text(value: object, where: str, limits: Limits) -> str:
             f"{where} has {len(value)} characters; the limit is {limits.max_segment_chars}",
             code="segment_too_long",
         )
-    _check_storable(value, where)
+    check_storable(value, where)
     return value
 
 
-def _check_storable(value: str, where: str) -> None:
+def check_storable(value: str, where: str) -> None:
     if "\x00" in value:
         raise ValidationError(f"{where} contains a NUL character", code="invalid_text")
     try:
@@ -68,7 +71,7 @@ def _segments(value: object, where: str, limits: Limits) -> list[str]:
             f"{where} has {len(value)} segments; the limit per job is {limits.max_segments}",
             code="too_many_segments",
         )
-    return [_text(v, f"{where}[{i}]", limits) for i, v in enumerate(value)]
+    return [check_text(v, f"{where}[{i}]", limits) for i, v in enumerate(value)]
 
 
 def _documents(value: object, limits: Limits) -> list[DocumentSpec]:
@@ -96,7 +99,7 @@ def _documents(value: object, limits: Limits) -> list[DocumentSpec]:
                     f"{where}.id must be a string of 1 to {MAX_NAME_CHARS} characters",
                     code="invalid_type",
                 )
-            _check_storable(name, f"{where}.id")
+            check_storable(name, f"{where}.id")
         if "segments" not in doc:
             raise ValidationError(f"{where}.segments is required", code="missing_field")
         docs.append(DocumentSpec(name, _segments(doc["segments"], f"{where}.segments", limits)))
@@ -135,7 +138,7 @@ def _callback_url(value: object, allow_hosts: tuple[str, ...] = ()) -> str | Non
         raise ValidationError(
             "callback_url must not carry credentials", code="invalid_callback_url"
         )
-    _check_storable(value, "callback_url")
+    check_storable(value, "callback_url")
     try:
         parts.port  # noqa: B018  (raises on a port that is not a number or out of range)
         check_literal(parts.hostname, allow_hosts)
@@ -165,6 +168,18 @@ def _metadata(value: object, limits: Limits) -> dict | None:
     return value
 
 
+def _flag(value: object, name: str, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if isinstance(value, bool):
+        return value
+    raise ValidationError(f"{name} must be true or false", code="invalid_type")
+
+
 def _lang(value: object, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError(
@@ -186,7 +201,7 @@ def idempotency_key(header: str | None) -> str | None:
     return header
 
 
-def _finish(
+def finish_spec(
     fields: dict, documents: list[DocumentSpec], pairs: list[str], limits: Limits, key: str | None
 ) -> JobSpec:
     source = _lang(fields.get("source_lang"), "source_lang")
@@ -202,6 +217,7 @@ def _finish(
         callback_url=_callback_url(fields.get("callback_url"), limits.callback_allow_hosts),
         metadata=fields.get("metadata"),
         idempotency_key=key,
+        split_sentences=_flag(fields.get("split_sentences"), "split_sentences", True),
     )
     spec.metadata = _metadata(spec.metadata, limits)
     total = spec.segments_total
@@ -232,51 +248,4 @@ def parse_json(body: object, pairs: list[str], limits: Limits, key: str | None) 
         documents = [DocumentSpec(None, _segments(body["segments"], "segments", limits))]
     else:
         documents = _documents(body["documents"], limits)
-    return _finish(body, documents, pairs, limits, key)
-
-
-def parse_upload(
-    form: MultiDict, files: MultiDict, pairs: list[str], limits: Limits, key: str | None
-) -> JobSpec:
-    """Validate a multipart upload: one document per .txt file, one segment per line."""
-    unknown = set(form) - FORM_FIELDS
-    if unknown:
-        raise ValidationError(f"unknown form fields: {sorted(unknown)}", code="unknown_field")
-    fields: dict = {name: form.get(name) for name in FORM_FIELDS if name in form}
-    if "metadata" in fields:
-        try:
-            fields["metadata"] = json.loads(fields["metadata"])
-        except ValueError:
-            raise ValidationError("metadata must be a JSON object", code="invalid_json") from None
-    uploads: list[FileStorage] = [f for name in files for f in files.getlist(name)]
-    if not uploads:
-        raise ValidationError("upload at least one .txt file", code="no_segments")
-    if len(uploads) > limits.max_documents:
-        raise TooLarge(
-            f"{len(uploads)} files; the limit per job is {limits.max_documents}",
-            code="too_many_documents",
-        )
-    documents = [_document_from_file(i, f, limits) for i, f in enumerate(uploads)]
-    return _finish(fields, documents, pairs, limits, key)
-
-
-def _document_from_file(i: int, upload: FileStorage, limits: Limits) -> DocumentSpec:
-    name = (upload.filename or f"file{i}").replace("\\", "/").rsplit("/", 1)[-1]
-    name = name[:MAX_NAME_CHARS] or f"file{i}"
-    if not name.lower().endswith(".txt"):
-        raise ValidationError(
-            f"file {name!r}: only .txt files are accepted", code="unsupported_file_type"
-        )
-    raw = upload.read()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(
-            f"file {name!r} is not UTF-8 (bad byte at offset {exc.start})", code="invalid_encoding"
-        ) from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
-    _check_storable(name, f"file name {name!r}")
-    return DocumentSpec(name, _segments(lines, f"file {name!r}", limits))
+    return finish_spec(body, documents, pairs, limits, key)

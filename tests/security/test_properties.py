@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import io
+import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
-from werkzeug.datastructures import FileStorage, MultiDict
+from werkzeug.datastructures import FileStorage
+from werkzeug.test import encode_multipart
 
-from app.api.parsing import Limits, parse_json, parse_upload
+from app.api.parsing import Limits, parse_json
+from app.api.streams import read_json
+from app.api.uploads import parse_upload
 from stapel import chunks as ch
 from stapel import jobs
 from stapel.keys import create_key
@@ -58,15 +62,42 @@ def test_upload_lines_round_trip_with_empty_lines_kept(lines, crlf, final_newlin
     text = ("\r\n" if crlf else "\n").join(lines) + (
         ("\r\n" if crlf else "\n") if final_newline else ""
     )
-    upload = FileStorage(io.BytesIO(text.encode("utf-8")), filename="doc.txt")
-    spec = parse_upload(
-        MultiDict({"source_lang": "en", "target_lang": "de"}),
-        MultiDict({"files": upload}),
-        PAIRS,
-        LIMITS,
-        None,
+    boundary, body = encode_multipart(
+        {
+            "source_lang": "en",
+            "files": FileStorage(io.BytesIO(text.encode("utf-8")), filename="doc.txt"),
+            "target_lang": "de",
+        }
     )
+    spec = parse_upload(io.BytesIO(body), boundary.encode(), PAIRS, LIMITS, None)
     assert spec.documents[0].segments == lines
+
+
+class Trickle(io.BytesIO):
+    """A request stream that hands over at most `step` bytes per read."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        super().__init__(data)
+        self.step = step
+
+    def read(self, size: int = -1) -> bytes:
+        return super().read(self.step if size < 0 else min(size, self.step))
+
+
+@FAST
+@given(
+    st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), max_size=20),
+    st.booleans(),
+    st.integers(1, 64),
+)
+def test_streamed_json_reads_what_json_reads(segments, ascii_only, step):
+    """Escapes (surrogate pairs included) split across reads decode exactly as json does."""
+    body = {"source_lang": "en", "target_lang": "de", "segments": segments, "metadata": {"k": 1}}
+    raw = json.dumps(body, ensure_ascii=ascii_only).encode()
+    streamed = read_json(
+        Trickle(raw, step), max_segments=100, max_segment_chars=200, max_documents=5
+    )
+    assert streamed == json.loads(raw)
 
 
 def test_results_round_trip_through_the_api(app, client, auth, api_key):

@@ -1,11 +1,11 @@
-"""Rate limits per API key, shared in Redis; probes and docs are not limited."""
+"""Rate limits per tenant, shared in Redis; probes and docs are not limited."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 
-from tests.factories import job_body
+from tests.factories import job_body, sentences
 from tests.security.conftest import key_for
 
 
@@ -60,3 +60,28 @@ def test_redis_down_fails_open_with_a_warning(make_app):
     response = client.post("/v1/jobs", headers=acme, json=job_body())
     assert response.status_code == 503, "a submission needs Redis for its quota and queue"
     assert response.get_json()["error"]["code"] == "broker_unavailable"
+
+
+def test_the_keys_of_one_tenant_share_its_rate_limit(make_app):
+    app = make_app(rate_submit="3/minute")
+    client = app.test_client()
+    first, second, other = key_for(app, "acme"), key_for(app, "acme"), key_for(app, "globex")
+    for key in (first, second, first):
+        assert client.post("/v1/jobs", headers=key, json=job_body()).status_code == 202
+    response = client.post("/v1/jobs", headers=second, json=job_body())
+    assert response.status_code == 429, "a second key buys no second share"
+    assert "for this tenant" in response.get_json()["error"]["message"]
+    assert client.post("/v1/jobs", headers=other, json=job_body()).status_code == 202
+
+
+def test_the_defaults_take_a_burst_of_500_small_jobs_from_one_tenant(make_app):
+    app = make_app()
+    client, acme = app.test_client(), key_for(app, "acme")
+    codes = [
+        client.post(
+            "/v1/jobs", headers=acme, json=job_body(sentences(1 + n % 5, seed=n))
+        ).status_code
+        for n in range(500)
+    ]
+    assert codes == [202] * 500
+    assert client.get("/v1/jobs?limit=1", headers=acme).status_code == 200

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from stapel.exceptions import PermanentTranslationError
+from stapel.exceptions import ModelUnavailable
 from stapel.model_dirs import scan
 from workers.engine import Engine, pick_compute_type, pick_parallel
 
@@ -54,9 +54,10 @@ def test_lru_keeps_bounded_count(engine):
     assert engine.loaded_pairs() == ["de-en"]
 
 
-def test_unknown_pair_is_permanent(engine):
-    with pytest.raises(PermanentTranslationError):
+def test_unknown_pair_is_unavailable_here_and_listed_broken(engine):
+    with pytest.raises(ModelUnavailable, match="no complete model directory en-fr"):
         engine.translate("en-fr", ["x"])
+    assert "en-fr" in engine.broken()
 
 
 def test_registry_accepts_opus_mt_layout(model_root, tmp_path):

@@ -1,0 +1,38 @@
+"""A quota refund goes to the day the segments were counted on."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from stapel import jobs, quotas, submit
+from stapel.keys import create_key
+
+
+def test_a_refund_goes_to_the_day_the_segments_were_counted_on(app, monkeypatch):
+    """An idempotent replay that loses the race is refunded, across midnight too."""
+    ext = app.extensions["stapel"]
+    before_midnight = datetime(2026, 12, 1, 23, 59, 59, 900_000, tzinfo=timezone.utc)
+    clock = iter([before_midnight, before_midnight + timedelta(seconds=1)])
+    for module in (submit, quotas):  # whoever reads the clock, it moves past midnight
+        monkeypatch.setattr(module, "utcnow", lambda: next(clock), raising=False)
+    with ext.sessions() as s:
+        tenant = create_key(s, "acme")[0].tenant_id
+        spec = jobs.JobSpec("en", "de", [jobs.DocumentSpec(None, ["a", "b"])], idempotency_key="k")
+        jobs.create_job(s, tenant, spec, gpu_threshold=10**9, chunk_segments=100)
+        # The replay finds no stored job at first (the race), then loses the insert.
+        monkeypatch.setattr(jobs, "by_idempotency_key", _none_once(jobs.by_idempotency_key))
+        result = submit.submit(s, ext.redis, ext.celery, (), ext.settings, tenant, spec)
+    assert not result.created
+    day_one = ext.redis.get(quotas.day_key(tenant, before_midnight))
+    day_two = ext.redis.get(quotas.day_key(tenant, before_midnight + timedelta(seconds=1)))
+    assert int(day_one or 0) == 0 and day_two is None
+
+
+def _none_once(real):
+    calls = []
+
+    def lookup(*args):
+        calls.append(args)
+        return None if len(calls) == 1 else real(*args)
+
+    return lookup
