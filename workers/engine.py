@@ -22,6 +22,7 @@ import sentencepiece as spm
 
 from stapel.exceptions import PermanentTranslationError
 from stapel.model_dirs import ModelDir, scan
+from workers import markup
 from workers.batcher import Batcher, Submission
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ class LoadedModel:
     source: spm.SentencePieceProcessor
     target: spm.SentencePieceProcessor
     batcher: Batcher
+    aligner: Batcher | None = None
+    """Made on first use for segments with inline codes (workers/markup.py)."""
 
 
 def source_suffix(path: Path) -> tuple[str, ...]:
@@ -149,6 +152,8 @@ class Engine:
             while len(self._loaded) > self.max_loaded:
                 name, old = self._loaded.popitem(last=False)
                 old.batcher.close()
+                if old.aligner is not None:
+                    old.aligner.close()
                 evicted.append(name)
                 log.info("model evicted pair=%s", name)
         for name in evicted:
@@ -201,15 +206,22 @@ class Engine:
         priority: int = 5,
         job_id: str | None = None,
         tick_s: float | None = None,
-    ) -> Submission:
+    ) -> Submission | markup.TaggedSubmission:
         """Return an iterable of lists of (index, translation), batch by batch.
 
         The model's batcher may merge these segments with other callers' into shared
         batches. Empty and whitespace-only segments come back unchanged. With tick_s, an
         empty list comes every tick_s seconds that nothing arrives (for heartbeats).
+        Segments with inline codes are translated without them and get them back by
+        alignment (workers/markup.py).
         """
+        items = list(items)
+        if markup.has_codes(items):
+            return markup.submit(
+                self.model(pair), items, priority=priority, job_id=job_id, tick_s=tick_s
+            )
         return self.model(pair).batcher.submit(
-            list(items), priority=priority, job_id=job_id, tick_s=tick_s
+            items, priority=priority, job_id=job_id, tick_s=tick_s
         )
 
     def translate(self, pair: str, texts: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from werkzeug.datastructures import FileStorage, MultiDict
 
+from stapel import formats
 from stapel.exceptions import TooLarge, UnknownLanguagePair, ValidationError
 from stapel.jobs import DocumentSpec, JobSpec
 from stapel.netguard import BlockedDestination, check_literal
@@ -21,7 +22,7 @@ JSON_FIELDS = {
     "callback_url",
     "metadata",
 }
-FORM_FIELDS = JSON_FIELDS - {"segments", "documents"}
+FORM_FIELDS = JSON_FIELDS - {"segments", "documents"} | set(formats.OPTION_FIELDS)
 MAX_NAME_CHARS = 255
 MAX_URL_CHARS = 2000
 MAX_IDEMPOTENCY_KEY_CHARS = 200
@@ -256,18 +257,22 @@ def parse_upload(
             f"{len(uploads)} files; the limit per job is {limits.max_documents}",
             code="too_many_documents",
         )
-    documents = [_document_from_file(i, f, limits) for i, f in enumerate(uploads)]
+    options = formats.options_from_form(form)
+    documents = [_document_from_file(i, f, limits, options) for i, f in enumerate(uploads)]
     return _finish(fields, documents, pairs, limits, key)
 
 
-def _document_from_file(i: int, upload: FileStorage, limits: Limits) -> DocumentSpec:
+def _document_from_file(
+    i: int, upload: FileStorage, limits: Limits, options: formats.Options
+) -> DocumentSpec:
     name = (upload.filename or f"file{i}").replace("\\", "/").rsplit("/", 1)[-1]
     name = name[:MAX_NAME_CHARS] or f"file{i}"
-    if not name.lower().endswith(".txt"):
-        raise ValidationError(
-            f"file {name!r}: only .txt files are accepted", code="unsupported_file_type"
-        )
     raw = upload.read()
+    if not name.lower().endswith(".txt"):  # XLIFF, PO, SRT, HTML, DOCX (stapel/formats)
+        _check_storable(name, f"file name {name!r}")
+        bounds = formats.Limits(limits.max_segment_chars, limits.max_segments)
+        doc = formats.parse_document(name, raw, bounds, options)
+        return DocumentSpec(name, doc.segments, doc.format, doc.original, options.as_json())
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

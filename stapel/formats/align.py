@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stapel.formats import inline
+import stapel.formats.inline as inline
 from stapel.formats.inline import Code
 
 TRIM_SHARE = 0.8
@@ -127,9 +127,10 @@ class Placer:
         self.matrix = matrix = word_matrix(aligned, source, self.sw, self.tw)
         has = matrix.sum(axis=1) > 0 if matrix.size else np.zeros(0, bool)
         self.forward = [int(matrix[j].argmax()) if has[j] else -1 for j in range(len(self.tw))]
-        self.backward = (
-            [int(matrix[:, i].argmax()) for i in range(len(self.sw))] if matrix.size else []
-        )
+        self.backward = [
+            int(matrix[:, i].argmax()) if matrix.size and matrix[:, i].sum() > 0 else -1
+            for i in range(len(self.sw))
+        ]
 
     def targets_of(self, source_words: set[int]) -> list[int]:
         """The target words these source words became: one contiguous run.
@@ -140,7 +141,7 @@ class Placer:
         does not stretch the span; then loosely attached words leave its edges.
         """
         linked = [j for j, i in enumerate(self.forward) if i in source_words]
-        core = {self.backward[i] for i in source_words if i < len(self.backward)}
+        core = {self.backward[i] for i in source_words if i < len(self.backward)} - {-1}
         if not linked:
             linked = sorted(core)
         if not linked:
