@@ -78,9 +78,8 @@ def _nests(text: str) -> bool:
     for code in inline.split(text)[1]:
         if code.kind == "open":
             stack.append(code.id)
-        elif code.kind == "close":
-            if not stack or stack.pop() != code.id:
-                return False
+        elif code.kind == "close" and (not stack or stack.pop() != code.id):
+            return False
     return not stack
 
 
