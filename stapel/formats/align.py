@@ -54,9 +54,24 @@ def words(text: str) -> list[tuple[int, int]]:
 def piece_spans(text: str, pieces: Sequence[str]) -> list[tuple[int, int]]:
     """Return each SentencePiece piece's (start, end) in text; (-1, -1) where it is none.
 
-    Walks the text: a piece matches at the next non-space character. A piece the text
-    does not show verbatim (normalised characters, `<unk>`) takes one character.
+    Pieces that spell the text exactly (the usual case) are placed by their lengths; else
+    the text is walked: a piece matches at the next non-space character, and a piece the
+    text does not show verbatim (normalised characters, `<unk>`) takes one character.
     """
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for piece in pieces:
+        if piece[:1] == PIECE_SPACE:
+            pos += 1 if pos else 0
+            piece = piece[1:]
+        spans.append((pos, pos + len(piece)) if piece else (-1, -1))
+        pos += len(piece)
+    if pos == len(text) and "".join(p.replace(PIECE_SPACE, " ") for p in pieces).strip() == text:
+        return spans
+    return _walk(text, pieces)
+
+
+def _walk(text: str, pieces: Sequence[str]) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     pos = 0
     for piece in pieces:
@@ -76,15 +91,13 @@ def piece_spans(text: str, pieces: Sequence[str]) -> list[tuple[int, int]]:
 
 
 def _word_of(spans: list[tuple[int, int]], word_spans: list[tuple[int, int]]) -> list[int]:
-    out, w = [], 0
-    for start, _end in spans:
-        if start < 0 or not word_spans:
-            out.append(-1)
-            continue
-        while w + 1 < len(word_spans) and word_spans[w][1] <= start:
-            w += 1
-        out.append(w)
-    return out
+    """The word each piece starts in (or the next word); -1 for a piece that is no text."""
+    if not word_spans:
+        return [-1] * len(spans)
+    ends = np.fromiter((end for _, end in word_spans), dtype=np.int64, count=len(word_spans))
+    starts = np.fromiter((start for start, _ in spans), dtype=np.int64, count=len(spans))
+    index = np.minimum(np.searchsorted(ends, starts, side="right"), len(word_spans) - 1)
+    return np.where(starts < 0, -1, index).tolist()
 
 
 def word_matrix(
@@ -95,18 +108,23 @@ def word_matrix(
 ) -> np.ndarray:
     """Sum the attention of pieces into a [target word, source word] matrix."""
     attention = np.asarray(aligned.attention, dtype=np.float32)
-    matrix = np.zeros((len(target_words), len(source_words)), dtype=np.float32)
-    if attention.ndim != 2 or not len(target_words) or not len(source_words):
-        return matrix
+    if attention.ndim != 2 or not target_words or not source_words:
+        return np.zeros((len(target_words), len(source_words)), dtype=np.float32)
     src = _word_of(piece_spans(source, aligned.source_pieces), source_words)
     tgt = _word_of(piece_spans(aligned.text, aligned.target_pieces), target_words)
-    for tp, tw in enumerate(tgt[: attention.shape[0]]):
-        if tw < 0:
-            continue
-        for sp, sw in enumerate(src[: attention.shape[1]]):
-            if sw >= 0:
-                matrix[tw, sw] += attention[tp, sp]
-    return matrix
+    rows, cols = min(attention.shape[0], len(tgt)), min(attention.shape[1], len(src))
+    return _one_hot(tgt[:rows], len(target_words)).T @ attention[:rows, :cols] @ _one_hot(
+        src[:cols], len(source_words)
+    )
+
+
+def _one_hot(word_of: list[int], words: int) -> np.ndarray:
+    """A [piece, word] matrix with a 1 where the piece belongs to the word."""
+    index = np.asarray(word_of, dtype=np.int64)
+    out = np.zeros((len(word_of), words), dtype=np.float32)
+    keep = np.flatnonzero(index >= 0)
+    out[keep, index[keep]] = 1.0
+    return out
 
 
 @dataclass
@@ -125,12 +143,11 @@ class Placer:
         self.source, self.target = source, aligned.text
         self.sw, self.tw = words(source), words(aligned.text)
         self.matrix = matrix = word_matrix(aligned, source, self.sw, self.tw)
-        has = matrix.sum(axis=1) > 0 if matrix.size else np.zeros(0, bool)
-        self.forward = [int(matrix[j].argmax()) if has[j] else -1 for j in range(len(self.tw))]
-        self.backward = [
-            int(matrix[:, i].argmax()) if matrix.size and matrix[:, i].sum() > 0 else -1
-            for i in range(len(self.sw))
-        ]
+        self.forward: list[int] = [-1] * len(self.tw)
+        self.backward: list[int] = [-1] * len(self.sw)
+        if matrix.size:  # each word's best partner, where it pays any attention at all
+            self.forward = np.where(matrix.sum(1) > 0, matrix.argmax(1), -1).tolist()
+            self.backward = np.where(matrix.sum(0) > 0, matrix.argmax(0), -1).tolist()
 
     def targets_of(self, source_words: set[int]) -> list[int]:
         """The target words these source words became: one contiguous run.

@@ -50,9 +50,11 @@ def _documents(session: Session, job: Job) -> list:
 
 
 def _filename(idx: int, name: str | None, fmt: str | None) -> str:
-    if name and PurePosixPath(name).suffix:
-        return name
-    return f"{name or f'document-{idx + 1}'}.txt" if not fmt else name or f"document-{idx + 1}"
+    """The document's file name: its own, or document-N.txt; never a path (zip-slip)."""
+    safe = (name or "").replace("/", "_").replace("\\", "_").lstrip(".")
+    if safe and (fmt or PurePosixPath(safe).suffix):
+        return safe
+    return f"{safe or f'document-{idx + 1}'}.txt"
 
 
 def render(session: Session, job: Job, idx: int) -> Rendered:
@@ -79,7 +81,8 @@ def _render(session: Session, job: Job, doc) -> Rendered:
         session.rollback()
         return Rendered(filename, MEDIA_TYPES["txt"], text.encode())
     stored = session.get(DocumentFile, (job.id, doc.idx))
-    assert stored is not None
+    if stored is None:  # the format came from this very row; only a purge removes it
+        raise NotFound(f"document {doc.idx} of job {job.id} is gone")
     original, options = stored.content, Options.from_json(stored.options)
     session.rollback()
     content = render_document(

@@ -118,3 +118,22 @@ def test_json_result_shows_codes_readably(app, client, auth):
     body = client.get(f"/v1/jobs/{job_id}/result", headers=auth).get_json()
     assert body["documents"][0]["segments"][0] == "The <1>old man</1> sees the small dog."
     assert client.get(f"/v1/jobs/{job_id}/result?format=nope", headers=auth).status_code == 400
+
+
+def test_json_documents_come_back_as_text_files_with_safe_names(app, client, auth):
+    body = {
+        "source_lang": "en",
+        "target_lang": "de",
+        "documents": [
+            {"id": "../../etc/cron.d/x", "segments": ["The dog sleeps."]},
+            {"id": "intro", "segments": ["The cat sleeps.", ""]},
+            {"segments": ["The cat."]},
+        ],
+    }
+    job_id = client.post("/v1/jobs", json=body, headers=auth).get_json()["id"]
+    finish(app, job_id, str.upper)
+    archive = zipfile.ZipFile(
+        io.BytesIO(client.get(f"/v1/jobs/{job_id}/result?format=file", headers=auth).data)
+    )
+    assert archive.namelist() == ["_.._etc_cron.d_x", "intro.txt", "document-3.txt"]
+    assert archive.read("intro.txt") == b"THE CAT SLEEPS.\n\n"
