@@ -114,8 +114,10 @@ def detect(name: str, data: bytes) -> str:
             f"file {name!r}: unknown format; accepted: {ACCEPTED}", code="unsupported_file_type"
         )
     mismatched = sniffed in FORMATS and sniffed != fmt
-    if mismatched or (sniffed == "xml" and fmt not in ("xliff", "html")) or (
-        fmt == "docx" and sniffed != "docx"
+    if (
+        mismatched
+        or (sniffed == "xml" and fmt not in ("xliff", "html"))
+        or (fmt == "docx" and sniffed != "docx")
     ):
         raise ValidationError(
             f"file {name!r}: its content is not {fmt} (it looks like {sniffed or 'text'}); "

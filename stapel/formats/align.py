@@ -113,8 +113,10 @@ def word_matrix(
     src = _word_of(piece_spans(source, aligned.source_pieces), source_words)
     tgt = _word_of(piece_spans(aligned.text, aligned.target_pieces), target_words)
     rows, cols = min(attention.shape[0], len(tgt)), min(attention.shape[1], len(src))
-    return _one_hot(tgt[:rows], len(target_words)).T @ attention[:rows, :cols] @ _one_hot(
-        src[:cols], len(source_words)
+    return (
+        _one_hot(tgt[:rows], len(target_words)).T
+        @ attention[:rows, :cols]
+        @ _one_hot(src[:cols], len(source_words))
     )
 
 
