@@ -62,6 +62,9 @@ def set_alignment(model_dir: Path, layer: int, heads: int) -> None:
     path = Path(model_dir) / "model.bin"
     data = bytearray(path.read_bytes())
     found = _variables(bytes(data))
+    layers = decoder_layers(Path(model_dir))
+    if not (0 <= layer < layers and 1 <= heads <= read_scalar(path, "decoder/num_heads")):
+        raise ValueError(f"no layer {layer} with {heads} heads in {path}")  # would crash ct2
     for name, value in (("decoder/alignment_layer", layer), ("decoder/alignment_heads", heads)):
         offset, size = found[name]
         if size != 2:
