@@ -98,6 +98,7 @@ class Piece:
     number: int = 0
     space: bool = False
     """A `<br>`: the words either side are two words to the model."""
+    tag: str = ""
 
 
 @dataclass
@@ -171,6 +172,7 @@ class _Walker:
         if e.tag in INLINE and e.kind == "start":
             self.stack.append(e)
             self.opened.append(self._piece(e.start, e.end, "open"))
+            self.opened[-1].tag = e.tag
         elif e.tag in POINTS or e.tag in INLINE:
             self._piece(e.start, e.end, "point").space = e.tag == "br"
         else:
@@ -214,7 +216,7 @@ class _Walker:
         if e.tag not in INLINE:
             self._end_run()
             return
-        if self.opened and self.text[self.opened[-1].start + 1 :].lower().startswith(e.tag):
+        if self.opened and self.opened[-1].tag == e.tag:
             opener = self.opened.pop()
             self.run.pieces.append(Piece(e.start, e.end, kind="close", number=opener.number))
         else:

@@ -109,26 +109,27 @@ def _closers(tags: list[str]) -> dict[int, str]:
 
 
 def rebreak(text: str, count: int) -> list[str]:
-    """Break text at spaces into count lines of about equal length (never inside a tag)."""
+    """Break text at spaces into count lines of about equal length (never inside a tag).
+
+    Fewer lines when there are fewer words: an empty line would end the cue.
+    """
     words = text.split(" ")
-    if count <= 1 or len(words) <= 1:
-        return [text] + [""] * max(count - 1, 0) if count > 1 else [text]
+    count = max(1, min(count, len(words)))
     visible = [len(TAG.sub("", w)) for w in words]
-    total = sum(visible) + len(words) - 1
+    goal = (sum(visible) + len(words) - 1) / count
     lines: list[str] = []
     current: list[str] = []
-    width, goal = 0, total / count
+    width = 0
     for i, word in enumerate(words):
-        rest_words, rest_lines = len(words) - i, count - len(lines)
-        if current and (
-            width + visible[i] / 2 > goal * (len(lines) + 1) or rest_words < rest_lines
-        ):
+        must = len(words) - i <= count - len(lines) - 1  # one word left per line to come
+        full = width + visible[i] / 2 > goal * (len(lines) + 1)
+        if current and len(lines) < count - 1 and (full or must):
             lines.append(" ".join(current))
             current = []
         current.append(word)
         width += visible[i] + 1
     lines.append(" ".join(current))
-    return lines + [""] * (count - len(lines))
+    return lines
 
 
 def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
@@ -142,10 +143,13 @@ def merge(
 ) -> bytes:
     """Return the file with each translated cue's lines replaced, re-broken to its count."""
     bom, lines, ends = _lines(data)
-    for cue, target in zip(cues(lines, ends), targets, strict=False):
+    found = list(zip(cues(lines, ends), targets, strict=False))
+    for cue, target in reversed(found):  # from the end: earlier line numbers stay valid
         segment, tags = encode(cue.lines)
         if target is None or target == segment:
             continue
         broken = rebreak(decode(target, tags), len(cue.lines))
-        lines[cue.first : cue.first + len(cue.lines)] = broken
+        span = slice(cue.first, cue.first + len(cue.lines))
+        lines[span] = broken
+        ends[span] = [cue.ends[0]] * (len(broken) - 1) + [cue.ends[-1]]
     return (bom + "".join(line + end for line, end in zip(lines, ends, strict=True))).encode()

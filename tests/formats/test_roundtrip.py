@@ -155,3 +155,29 @@ def test_docx_parts_not_translated_are_copied_unchanged():
         same = out.read(name) == src.read(name)
         assert same == (name != "word/footnotes.xml"), name
     assert b"Der alte Mann schlaeft." in out.read("word/footnotes.xml")
+
+
+@pytest.mark.parametrize(
+    ("text", "count", "lines"),
+    [
+        ("Der alte Mann sieht den kleinen Hund.", 2, ["Der alte Mann sieht", "den kleinen Hund."]),
+        ("Ja.", 2, ["Ja."]),  # never an empty line: it would end the cue
+        ("a b c", 3, ["a", "b", "c"]),
+        ("one two three four five six", 1, ["one two three four five six"]),
+    ],
+)
+def test_srt_rebreak(text, count, lines):
+    from stapel.formats.srt import rebreak
+
+    assert rebreak(text, count) == lines
+
+
+def test_srt_cue_with_fewer_lines_keeps_the_file_valid():
+    targets = ["Ja.", "Gut.", "Die Katze schlaeft."]
+    out = render_document("srt", SRT, targets, Options(), LANGS)
+    assert out.split(b"\r\n\r\n")[0] == b"1\r\n00:00:01,000 --> 00:00:03,500\r\nJa."
+    assert FORMATS["srt"].extract(out, Options(), Limits()) == [
+        "Ja.",
+        "Gut.",
+        "Die Katze schlaeft.",
+    ]
