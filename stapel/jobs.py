@@ -24,7 +24,7 @@ from stapel.endings import stop_chunks
 from stapel.exceptions import Conflict, NotFound
 from stapel.locking import lock_job, retry_conflicts
 from stapel.states import ACTIVE, Status
-from stapel.tables import Chunk, Document, Job, Segment, db_now, new_id
+from stapel.tables import Chunk, Document, DocumentFile, Job, Segment, db_now, new_id
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,17 @@ INSERT_BATCH = 5000
 
 @dataclass
 class DocumentSpec:
-    """One document of a job request: an optional client id and its segments."""
+    """One document of a job request: an optional client id and its segments.
+
+    A document uploaded in its own format (XLIFF, PO, SRT, HTML, DOCX) also carries that
+    format, its original bytes and the job's options for it, to be rebuilt translated.
+    """
 
     name: str | None
     segments: list[str]
+    format: str = "txt"
+    original: bytes | None = None
+    options: dict | None = None
 
 
 @dataclass
@@ -215,6 +222,18 @@ def _insert_documents(session: Session, job_id: str, documents: list[DocumentSpe
     if seg_rows:
         session.execute(insert(Segment), seg_rows)
     session.execute(insert(Document), doc_rows)
+    for d, doc in enumerate(documents):
+        if doc.original is not None:  # one at a time: each may be megabytes
+            session.execute(
+                insert(DocumentFile),
+                {
+                    "job_id": job_id,
+                    "idx": d,
+                    "format": doc.format,
+                    "content": doc.original,
+                    "options": doc.options,
+                },
+            )
 
 
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
@@ -283,13 +302,14 @@ def document_starts(session: Session, job_id: str) -> list[int]:
 
 
 def iter_result(
-    session: Session, job: Job, page: int = 2000
-) -> Iterator[tuple[str | None, Iterator[str | None]]]:
+    session: Session, job: Job, page: int = 2000, *, sources: bool = False
+) -> Iterator[tuple[str | None, Iterator]]:
     """Yield (document id, its translated segments) in order, reading the DB page by page.
 
-    Segments not translated yet come as None. Consume each document's iterator before
-    asking for the next document. Each page is its own short read (the transaction ends
-    before the page is handed on), so a slow or vanished client holds no transaction.
+    Segments not translated yet come as None; with sources, each segment comes as
+    (source, target). Consume each document's iterator before asking for the next
+    document. Each page is its own short read (the transaction ends before the page is
+    handed on), so a slow or vanished client holds no transaction.
     """
     job_id, total = job.id, job.segments_total
     documents = session.execute(
@@ -299,21 +319,17 @@ def iter_result(
     ).all()
     session.rollback()
 
-    def targets() -> Iterator[str | None]:
+    columns = (Segment.source, Segment.target) if sources else (Segment.target,)
+
+    def targets() -> Iterator:
         for start in range(0, total, page):
-            rows = (
-                session.execute(
-                    select(Segment.target)
-                    .where(
-                        Segment.job_id == job_id, Segment.idx >= start, Segment.idx < start + page
-                    )
-                    .order_by(Segment.idx)
-                )
-                .scalars()
-                .all()
-            )
+            rows = session.execute(
+                select(*columns)
+                .where(Segment.job_id == job_id, Segment.idx >= start, Segment.idx < start + page)
+                .order_by(Segment.idx)
+            ).all()
             session.rollback()
-            yield from rows
+            yield from (tuple(row) if sources else row[0] for row in rows)
 
     stream = targets()
     for name, count in documents:

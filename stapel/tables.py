@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -185,6 +186,21 @@ class Document(Base):
     name: Mapped[str | None] = mapped_column(String(255))
     first_segment: Mapped[int] = mapped_column(Integer)
     segment_count: Mapped[int] = mapped_column(Integer)
+
+
+class DocumentFile(Base):
+    """An uploaded document in its own format (XLIFF, PO, SRT, HTML, DOCX), kept to rebuild.
+
+    Its segments are the document's rows in `segments`; .txt and JSON documents have none.
+    """
+
+    __tablename__ = "document_files"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    format: Mapped[str] = mapped_column(String(16))
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    options: Mapped[dict | None] = mapped_column(JSON)
 
 
 class Segment(Base):

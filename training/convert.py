@@ -35,10 +35,24 @@ def _ffn(spec, ffn) -> None:
     _linear(spec.linear_1, ffn.lin1)
 
 
+def alignment(dec_layers: int, heads: int) -> tuple[int, int]:
+    """The decoder layer and head count whose attention `return_attention` reports.
+
+    The middle layer with all its heads averaged: for the demo models (3 layers, 4 heads)
+    layer 1 with 4 heads, the best of every choice on tagged training-side sentences
+    (`python -m training.tagged choose`; the figures are in docs/formats.md). Out of
+    range values crash CTranslate2, so they follow the model's shape.
+    """
+    return dec_layers // 2, heads
+
+
 def to_spec(model: Transformer, vocab: list[str]) -> ctranslate2.specs.TransformerSpec:
     """Return a TransformerSpec holding model's weights; vocab is in SentencePiece id order."""
     c = model.config
-    spec = ctranslate2.specs.TransformerSpec.from_config((c.enc_layers, c.dec_layers), c.heads)
+    layer, heads = alignment(c.dec_layers, c.heads)
+    spec = ctranslate2.specs.TransformerSpec.from_config(
+        (c.enc_layers, c.dec_layers), c.heads, alignment_layer=layer, alignment_heads=heads
+    )
     spec.config.layer_norm_epsilon = c.eps
     table = _np(model.pos)
     emb = _np(model.embed.weight)

@@ -57,6 +57,8 @@ REL_PRONOUN = {
 }
 THING_TAGS = set("trwsokxcbeyvg")
 AN_EXCEPTIONS = ("university", "universities")
+MARK_OPEN, MARK_CLOSE, MARK_POINT = "\x01", "\x02", "\x03"
+"""Tag markers a marked phrase is rendered with (training/tagged.py turns them into tags)."""
 
 
 @dataclass
@@ -69,6 +71,11 @@ class NP:
     plural: bool = False
     adj: Adjective | None = None
     rel: Rel | None = None
+    mark: int = 0
+    """Inline-tag number around part of this phrase (training/tagged.py); 0: none."""
+    mark_part: str = "np"
+    """What the tag covers: the whole phrase ("np"), its "adj" or its "noun"; "before":
+    a standalone tag right before the phrase."""
 
     @property
     def person(self) -> int:
@@ -182,9 +189,28 @@ def np_de(np: NP, case: str) -> list[str]:
             ending = STRONG_PLURAL[case]
         words.append(adj_form(np.adj, ending))
     words.append(noun_de(np.noun, np.plural, case))
+    words = marked(np, words)
     if np.rel:
         words += [","] + rel_de(np) + [","]
     return words
+
+
+def marked(np: NP, words: list[str]) -> list[str]:
+    """Put np's tag markers (MARK_OPEN/MARK_CLOSE + number) around the part it covers.
+
+    words are the phrase without its relative clause: determiner, adjective, noun.
+    """
+    if not np.mark:
+        return words
+    if np.mark_part == "before":
+        return [f"{MARK_POINT}{np.mark}", *words]
+    start, end = 0, len(words)
+    if np.mark_part == "noun":
+        start = end - 1
+    elif np.mark_part == "adj" and np.adj is not None:
+        start, end = end - 2, end - 1
+    open_, close = f"{MARK_OPEN}{np.mark}", f"{MARK_CLOSE}{np.mark}"
+    return words[:start] + [open_] + words[start:end] + [close] + words[end:]
 
 
 def rel_de(np: NP) -> list[str]:
@@ -327,7 +353,7 @@ def np_en(np: NP, case: str) -> list[str]:
         det = "many"
     else:
         det = ""
-    words = ([det] if det else []) + words
+    words = marked(np, ([det] if det else []) + words)
     if np.rel:
         words += rel_en(np)
     return words

@@ -23,6 +23,7 @@ import sentencepiece as spm
 
 from stapel.exceptions import ModelUnavailable
 from stapel.model_dirs import ModelDir, ModelFileError, limits, problems, scan
+from workers import markup
 from workers.batcher import Batcher
 from workers.submission import Result, Submission
 
@@ -42,6 +43,8 @@ class LoadedModel:
     source: spm.SentencePieceProcessor
     target: spm.SentencePieceProcessor
     batcher: Batcher
+    aligner: Batcher | None = None
+    """Made on first use for segments with inline codes (workers/markup.py)."""
 
 
 def source_suffix(path: Path) -> tuple[str, ...]:
@@ -147,7 +150,12 @@ class Engine:
     def withdraw_job(self, job_id: str) -> int:
         """Take a cancelled job's waiting segments out of every loaded model's batcher."""
         with self._lock:
-            batchers = [model.batcher for model in self._loaded.values()]
+            batchers = [
+                batcher
+                for model in self._loaded.values()
+                for batcher in (model.batcher, model.aligner)
+                if batcher is not None
+            ]
         return sum(batcher.withdraw_job(job_id) for batcher in batchers)
 
     def broken(self) -> dict[str, str]:
@@ -185,6 +193,8 @@ class Engine:
             while len(self._loaded) > self.max_loaded:
                 name, old = self._loaded.popitem(last=False)
                 old.batcher.close()
+                if old.aligner is not None:
+                    old.aligner.close()
                 evicted.append(name)
                 log.info("model evicted pair=%s", name)
         for name in evicted:
@@ -263,16 +273,23 @@ class Engine:
         job_id: str | None = None,
         tick_s: float | None = None,
         split_sentences: bool = True,
-    ) -> Submission:
+    ) -> Submission | markup.TaggedSubmission:
         """Return an iterable of lists of (index, translation), batch by batch.
 
         The model's batcher may merge these segments with other callers' into shared
         batches. Empty and whitespace-only segments come back unchanged; a segment the
         model cannot translate even alone comes back as a SegmentError. With tick_s, an
         empty list comes every tick_s seconds that nothing arrives (for heartbeats).
+        Segments with inline codes are translated without them and get them back by
+        alignment (workers/markup.py).
         """
+        items = list(items)
+        if markup.has_codes(items):
+            return markup.submit(
+                self.model(pair), items, priority=priority, job_id=job_id, tick_s=tick_s
+            )
         return self.model(pair).batcher.submit(
-            list(items),
+            items,
             priority=priority,
             job_id=job_id,
             tick_s=tick_s,

@@ -211,5 +211,8 @@ class Submission:
             yield part
 
 
-def _joined(seg: _Segment) -> str:
-    return segmentation.join(seg.parts, [t or "" for t in seg.texts])
+def _joined(seg: _Segment):
+    if len(seg.texts) == 1 and seg.texts[0] is not None and not isinstance(seg.texts[0], str):
+        return seg.texts[0]  # one piece with more than its text (an aligned translation)
+    texts = [t if isinstance(t, str) or t is None else t.text for t in seg.texts]
+    return segmentation.join(seg.parts, [t or "" for t in texts])

@@ -19,6 +19,7 @@ from app.web import db_session, stapel
 from stapel import jobs, quotas, withdrawals
 from stapel.broker import send_callback
 from stapel.exceptions import ValidationError
+from stapel.formats import bilingual, inline, results
 from stapel.model_dirs import served_pairs
 from stapel.segment_errors import segment_errors
 from stapel.states import CallbackStatus, Status
@@ -159,16 +160,41 @@ def list_jobs():
     return jsonify({"jobs": [job_json(j) for j in page], "next_cursor": next_cursor})
 
 
+RESULT_FORMATS = ("json", "txt", "file", "xliff", "tmx")
+BILINGUAL = {
+    "xliff": (bilingual.xliff, "application/xliff+xml", "xlf"),
+    "tmx": (bilingual.tmx, "application/x-tmx+xml", "tmx"),
+}
+
+
 @v1.get("/jobs/<job_id>/result")
 def get_result(job_id: str):
-    """Stream the translated documents; partial (`complete: false`) while the job runs."""
+    """Stream the translated documents; partial (`complete: false`) while the job runs.
+
+    `format=file` gives the documents in their own formats (one file, or a zip of all;
+    `document=N` picks one), `format=xliff` and `format=tmx` the job as a bilingual file.
+    """
     session = db_session()
     job = jobs.get_job(session, g.tenant_id, job_id)
     fmt = request.args.get("format", "json")
-    if fmt not in ("json", "txt"):
-        raise ValidationError("format must be json or txt", code="invalid_format")
+    if fmt not in RESULT_FORMATS:
+        raise ValidationError(
+            f"format must be one of {', '.join(RESULT_FORMATS)}", code="invalid_format"
+        )
     complete = job.status == Status.SUCCEEDED
     headers = {"X-Stapel-Complete": "true" if complete else "false"}
+    if fmt == "file":
+        return _file(session, job, request.args.get("document"), headers)
+    if fmt in BILINGUAL:
+        write, mimetype, suffix = BILINGUAL[fmt]
+        documents = jobs.iter_result(session, job, sources=True)
+        response = Response(
+            stream_with_context(write(documents, job.source_lang, job.target_lang)),
+            mimetype=mimetype,
+            headers=headers,
+        )
+        response.headers.set("Content-Disposition", "attachment", filename=f"{job.id}.{suffix}")
+        return response
     if fmt == "txt":
         if job.documents_total != 1:
             raise ValidationError(
@@ -199,10 +225,30 @@ def _errors_by_document(session, job: Job) -> dict[int, list[dict]]:
     return out
 
 
+def _file(session, job: Job, document: str | None, headers: dict) -> Response:
+    """One document in its own format, or all of them (a zip when there are several)."""
+    if document is None:
+        rendered = results.files(session, job)
+    else:
+        if not document.isdigit():
+            raise ValidationError(
+                "document must be a document index (0, 1, ...)", code="invalid_format"
+            )
+        rendered = results.render(session, job, int(document))
+    response = Response(rendered.content, mimetype=rendered.media_type, headers=headers)
+    response.headers.set("Content-Disposition", "attachment", filename=rendered.filename)
+    return response
+
+
+def _shown(target: str | None) -> str | None:
+    """A target for JSON and text: inline codes of a document shown as <1>, </1>, <1/>."""
+    return inline.readable(target) if target and inline.has_codes(target) else target
+
+
 def _txt(session, job: Job) -> Iterator[str]:
     for _name, segments in jobs.iter_result(session, job):
         for target in segments:
-            yield (target or "") + "\n"
+            yield (_shown(target) or "") + "\n"
 
 
 def _json(session, job: Job, complete: bool) -> Iterator[str]:
@@ -219,7 +265,7 @@ def _json(session, job: Job, complete: bool) -> Iterator[str]:
     for d, (name, segments) in enumerate(jobs.iter_result(session, job)):
         yield ("," if d else "") + '{"id": ' + json.dumps(name) + ', "segments": ['
         for s, target in enumerate(segments):
-            yield ("," if s else "") + json.dumps(target, ensure_ascii=False)
+            yield ("," if s else "") + json.dumps(_shown(target), ensure_ascii=False)
         yield "]" + (', "errors": ' + json.dumps(errors[d]) if d in errors else "") + "}"
     yield "]}"
 

@@ -30,6 +30,7 @@ ERROR_CODES = {
         "metadata_too_large",
         "unknown_language_pair",
         "unsupported_file_type",
+        "invalid_document",
         "invalid_encoding",
         "unsupported_media_type",
         "invalid_idempotency_key",
@@ -42,7 +43,12 @@ ERROR_CODES = {
     404: ["not_found"],
     405: ["method_not_allowed"],
     409: ["job_finished"],
-    413: ["request_entity_too_large", "too_many_segments", "too_many_documents"],
+    413: [
+        "request_entity_too_large",
+        "too_many_segments",
+        "too_many_documents",
+        "document_too_large",
+    ],
     429: ["rate_limited", "quota_segments_per_day", "quota_jobs_in_flight"],
     500: ["internal_error"],
     503: ["database_unavailable", "broker_unavailable", "submission_busy"],
@@ -139,10 +145,33 @@ UPLOAD = {
         "files": {
             "type": "array",
             "items": {"type": "string", "format": "binary"},
-            "description": ".txt files, UTF-8, one segment per line",
+            "description": "Documents, one per file: .txt (UTF-8, one segment per line), "
+            ".xlf/.xliff (XLIFF 1.2, 2.x), .po/.pot, .srt, .html/.htm, .docx; the format is "
+            "recognised from the name and checked against the content (docs/formats.md)",
+        },
+        "overwrite_targets": {
+            "type": "string",
+            "enum": ["true", "false"],
+            "description": "XLIFF targets and PO msgstrs already there are translated again "
+            "(default false: kept)",
+        },
+        "mark_fuzzy": {
+            "type": "string",
+            "enum": ["true", "false"],
+            "description": "PO entries Stapel translates get the fuzzy flag (default true)",
         },
     },
 }
+FILE_TYPES = (
+    "application/zip",
+    "application/xliff+xml",
+    "application/x-tmx+xml",
+    "text/x-gettext-translation",
+    "application/x-subrip",
+    "text/html",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+)
+"""What `format=file`, `xliff` and `tmx` answer with (text/plain is listed already)."""
 RESULT = {
     "type": "object",
     "properties": {
@@ -265,7 +294,8 @@ def document() -> dict:
         "paths": {
             "/v1/jobs": {
                 "post": _op(
-                    "Submit a job (JSON segments/documents, or uploaded .txt files)",
+                    "Submit a job (JSON segments/documents, or uploaded files: .txt, XLIFF, "
+                    "PO, SRT, HTML, DOCX)",
                     {
                         "202": _json("Job", "Created; Location names the job"),
                         "200": _json("Job", "Same Idempotency-Key as an earlier job: that job"),
@@ -342,6 +372,10 @@ def document() -> dict:
                                     "schema": {"$ref": "#/components/schemas/Result"}
                                 },
                                 "text/plain": text["content"]["text/plain"],
+                                **{
+                                    t: {"schema": {"type": "string", "format": "binary"}}
+                                    for t in FILE_TYPES
+                                },
                             },
                         },
                         **_errors(400, 404),
@@ -351,7 +385,19 @@ def document() -> dict:
                         {
                             "name": "format",
                             "in": "query",
-                            "schema": {"type": "string", "enum": ["json", "txt"]},
+                            "description": "json (default); txt (one-document jobs); file: "
+                            "the documents in their own formats (one file, or a zip of "
+                            "several); xliff: the job as XLIFF 2.1; tmx: as TMX 1.4",
+                            "schema": {
+                                "type": "string",
+                                "enum": ["json", "txt", "file", "xliff", "tmx"],
+                            },
+                        },
+                        {
+                            "name": "document",
+                            "in": "query",
+                            "description": "With format=file: only this document (0-based)",
+                            "schema": {"type": "integer", "minimum": 0},
                         },
                     ],
                 )

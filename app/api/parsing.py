@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from stapel import formats
 from stapel.exceptions import TooLarge, UnknownLanguagePair, ValidationError
 from stapel.jobs import DocumentSpec, JobSpec
 from stapel.netguard import BlockedDestination, check_literal
@@ -24,7 +25,7 @@ JSON_FIELDS = {
     "metadata",
     "split_sentences",
 }
-FORM_FIELDS = JSON_FIELDS - {"segments", "documents"}
+FORM_FIELDS = JSON_FIELDS - {"segments", "documents"} | set(formats.OPTION_FIELDS)
 MAX_NAME_CHARS = 255
 MAX_URL_CHARS = 2000
 MAX_IDEMPOTENCY_KEY_CHARS = 200

@@ -1,8 +1,9 @@
 """Uploads: a multipart body read one file at a time, each file parsed by its format.
 
 `parse_upload` reads the stream with app.api.streams.MultipartReader; `parse_document`
-is the one place where a file's format decides how it becomes segments (today .txt:
-one segment per line).
+is the one place where a file's format decides how it becomes segments (.txt: one
+segment per line; XLIFF, PO, SRT, HTML and DOCX: stapel.formats). Document options
+(`overwrite_targets`, `mark_fuzzy`) apply to the files that come after them in the body.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from app.api.parsing import (
     finish_spec,
 )
 from app.api.streams import MultipartReader
+from stapel import formats
 from stapel.exceptions import TooLarge, ValidationError
 from stapel.jobs import DocumentSpec, JobSpec
 
@@ -31,7 +33,8 @@ def parse_upload(
     documents: list[DocumentSpec] = []
     room = limits.max_segments
     for i, (filename, content) in enumerate(reader.documents()):
-        document = parse_document(i, filename, content, limits, room)
+        options = formats.options_from_form(reader.fields)
+        document = parse_document(i, filename, content, limits, room, options)
         room -= len(document.segments)
         documents.append(document)
     fields: dict = dict(reader.fields)
@@ -41,23 +44,30 @@ def parse_upload(
         except ValueError:
             raise ValidationError("metadata must be a JSON object", code="invalid_json") from None
     if not documents:
-        raise ValidationError("upload at least one .txt file", code="no_segments")
+        raise ValidationError("upload at least one file", code="no_segments")
     return finish_spec(fields, documents, pairs, limits, key)
 
 
 def parse_document(
-    i: int, filename: str, content: IO[bytes], limits: Limits, room: int
+    i: int,
+    filename: str,
+    content: IO[bytes],
+    limits: Limits,
+    room: int,
+    options: formats.Options | None = None,
 ) -> DocumentSpec:
     """Parse one uploaded file into a document of at most `room` segments.
 
-    The one place a file's format decides how it is read (today: .txt only).
+    The one place a file's format decides how it is read: `.txt` line by line here,
+    every other accepted format whole by stapel.formats (it bounds containers itself).
     """
     name = filename.replace("\\", "/").rsplit("/", 1)[-1][:MAX_NAME_CHARS] or f"file{i}"
     check_storable(name, f"file name {name!r}")
-    if not name.lower().endswith(".txt"):
-        raise ValidationError(
-            f"file {name!r}: only .txt files are accepted", code="unsupported_file_type"
-        )
+    if not name.lower().endswith(".txt"):  # XLIFF, PO, SRT, HTML, DOCX (stapel/formats)
+        options = options or formats.Options()
+        bounds = formats.Limits(limits.max_segment_chars, min(limits.max_segments, room))
+        doc = formats.parse_document(name, content.read(), bounds, options)
+        return DocumentSpec(name, doc.segments, doc.format, doc.original, options.as_json())
     return DocumentSpec(name, _txt_lines(name, content, limits, room))
 
 

@@ -1,0 +1,244 @@
+"""HTML structure: the text runs between block boundaries and the attributes to translate.
+
+Walks the tokenizer's events with a stack of open elements, refusing markup that does
+not nest (stapel/formats/html.py describes the rules).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+from stapel.formats.base import FormatError
+from stapel.formats.htmltokens import Event, tokenize
+
+INLINE = {
+    "a",
+    "abbr",
+    "b",
+    "bdi",
+    "bdo",
+    "big",
+    "cite",
+    "data",
+    "del",
+    "dfn",
+    "em",
+    "font",
+    "i",
+    "ins",
+    "label",
+    "mark",
+    "q",
+    "s",
+    "small",
+    "span",
+    "strike",
+    "strong",
+    "sub",
+    "sup",
+    "time",
+    "tt",
+    "u",
+}
+VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "param",
+    "source",
+    "track",
+    "wbr",
+}
+POINTS = {"br", "img", "wbr"}
+ATOMS = {"code", "kbd", "samp", "var"}
+SKIP = {"script", "style", "template", "textarea", "svg", "math"}
+OPTIONAL_END = {
+    "p",
+    "li",
+    "dt",
+    "dd",
+    "option",
+    "optgroup",
+    "tr",
+    "td",
+    "th",
+    "thead",
+    "tbody",
+    "tfoot",
+    "colgroup",
+    "caption",
+    "rb",
+    "rt",
+    "rp",
+    "html",
+    "head",
+    "body",
+}
+ATTRIBUTES = ("alt", "title")
+
+
+@dataclass
+class Piece:
+    """One part of a text run: text (decoded) or a code (its original bytes)."""
+
+    start: int
+    end: int
+    text: str = ""
+    kind: str = "text"
+    """"text", "open", "close" or "point"."""
+    number: int = 0
+    space: bool = False
+    """A `<br>`: the words either side are two words to the model."""
+    tag: str = ""
+
+
+@dataclass
+class Run:
+    pieces: list[Piece] = field(default_factory=list)
+
+
+@dataclass
+class Attr:
+    """An alt or title attribute value: where its tag is and which attribute."""
+
+    tag_start: int
+    tag_end: int
+    name: str
+    value: str
+
+
+Unit = Run | Attr
+
+
+def _atomic(e: Event) -> bool:
+    attrs = dict(e.attrs)
+    classes = (attrs.get("class") or "").split()
+    return e.tag in ATOMS or attrs.get("translate") == "no" or "notranslate" in classes
+
+
+class _Walker:
+    """Finds the text runs and translatable attributes, checking that the markup nests."""
+
+    def __init__(self, text: str, events: list[Event]) -> None:
+        self.text, self.events = text, events
+        self.stack: list[Event] = []
+        self.units: list[Unit] = []
+        self.run = Run()
+        self.opened: list[Piece] = []
+
+    def walk(self) -> list[Unit]:
+        i = 0
+        while i < len(self.events):
+            i = self._event(i, self.events[i])
+        self._end_run()
+        for e in self.stack:
+            if e.tag in INLINE:
+                raise FormatError(f"<{e.tag}> is never closed", e.line, e.column)
+        return self.units
+
+    def _event(self, i: int, e: Event) -> int:
+        if e.kind in ("start", "startend"):
+            return self._start(i, e)
+        if e.kind == "end":
+            self._end(e)
+        elif e.kind == "text":
+            raw = self.text[e.start : e.end]
+            self.run.pieces.append(Piece(e.start, e.end, html.unescape(raw)))
+        elif e.kind == "comment":
+            self._piece(e.start, e.end, "point")
+        else:
+            self._end_run()
+        return i + 1
+
+    def _start(self, i: int, e: Event) -> int:
+        if e.tag in SKIP or _atomic(e):
+            j = self._matching_end(i, e) if e.kind == "start" and e.tag not in VOID else i
+            end = self.events[j].end if j < len(self.events) else len(self.text)
+            if e.tag in SKIP or e.tag not in INLINE | ATOMS | POINTS:
+                self._end_run()
+            else:
+                self._piece(e.start, end, "point")
+            return j + 1
+        self._attributes(e)
+        if e.tag in INLINE and e.kind == "start":
+            self.stack.append(e)
+            self.opened.append(self._piece(e.start, e.end, "open"))
+            self.opened[-1].tag = e.tag
+        elif e.tag in POINTS or e.tag in INLINE:
+            self._piece(e.start, e.end, "point").space = e.tag == "br"
+        else:
+            self._end_run()
+            if e.kind == "start" and e.tag not in VOID:
+                if e.tag in OPTIONAL_END and self.stack and self.stack[-1].tag == e.tag:
+                    self.stack.pop()
+                self.stack.append(e)
+        return i + 1
+
+    def _matching_end(self, i: int, e: Event) -> int:
+        depth = 0
+        for j in range(i + 1, len(self.events)):
+            other = self.events[j]
+            if other.tag == e.tag and other.kind == "start":
+                depth += 1
+            elif other.tag == e.tag and other.kind == "end":
+                if depth == 0:
+                    return j
+                depth -= 1
+        raise FormatError(f"<{e.tag}> is never closed", e.line, e.column)
+
+    def _end(self, e: Event) -> None:
+        found = next(
+            (k for k in range(len(self.stack) - 1, -1, -1) if self.stack[k].tag == e.tag), None
+        )
+        if found is None:
+            if e.tag in OPTIONAL_END or e.tag in VOID:
+                self._end_run()
+                return
+            raise FormatError(f"</{e.tag}> closes nothing (no <{e.tag}> is open)", e.line, e.column)
+        for inner in self.stack[found + 1 :]:
+            if inner.tag in INLINE:
+                raise FormatError(
+                    f"</{e.tag}> closes <{inner.tag}> (line {inner.line}, column "
+                    f"{inner.column}), which is still open",
+                    e.line,
+                    e.column,
+                )
+        del self.stack[found:]
+        if e.tag not in INLINE:
+            self._end_run()
+            return
+        if self.opened and self.opened[-1].tag == e.tag:
+            opener = self.opened.pop()
+            self.run.pieces.append(Piece(e.start, e.end, kind="close", number=opener.number))
+        else:
+            self._piece(e.start, e.end, "point")
+
+    def _piece(self, start: int, end: int, kind: str) -> Piece:
+        numbers = [p.number for p in self.run.pieces if p.kind in ("open", "point")]
+        piece = Piece(start, end, kind=kind, number=max(numbers, default=0) + 1)
+        self.run.pieces.append(piece)
+        return piece
+
+    def _attributes(self, e: Event) -> None:
+        for name, value in e.attrs:
+            if name in ATTRIBUTES and value and re.search(r"\w", value):
+                self.units.append(Attr(e.start, e.end, name, value))
+
+    def _end_run(self) -> None:
+        run, self.run, self.opened = self.run, Run(), []
+        if any(p.kind == "text" and re.search(r"\w", p.text) for p in run.pieces):
+            self.units.append(run)
+
+
+def units(text: str) -> list[Unit]:
+    """Return the text runs and attributes to translate, in document order."""
+    return _Walker(text, tokenize(text)).walk()

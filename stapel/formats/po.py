@@ -1,0 +1,137 @@
+"""PO (gettext): every untranslated msgid translated into its msgstr, plurals included.
+
+Entries already translated are kept unless the job overwrites targets; the header,
+comments, references, contexts and obsolete entries are kept. A plural entry fills
+every slot the header's `Plural-Forms: nplurals=N` names: slot 0 from the singular
+msgid, the others from msgid_plural. Format placeholders (`%s`, `%(count)d`, `%1$s`,
+`{name}`, `{0}`, `%{name}`) are inline codes, so the model never sees them and they
+come back intact, placed by alignment. Entries Stapel translates get the `fuzzy` flag
+unless the job turns it off. The file is written as polib writes it (docs/formats.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import polib
+
+import stapel.formats.inline as inline
+from stapel.formats.base import FormatError, Limits, Options
+
+PLACEHOLDER = re.compile(
+    r"%(?:\([^)\s]+\))?[-+ #0]*(?:\d+\$)?(?:\*|\d+)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsa%]"
+    r"|%\{\w+\}"
+    r"|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}"
+)
+CHARSET = re.compile(rb"charset=([\w.:-]+)")
+NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
+SYNTAX_LINE = re.compile(r"line (\d+)")
+
+
+@dataclass
+class Unit:
+    """An entry to translate and its texts (msgid, then msgid_plural)."""
+
+    entry: polib.POEntry
+    texts: list[str]
+
+
+def _charset(data: bytes) -> str:
+    match = CHARSET.search(data[:8192])
+    name = match.group(1).decode("ascii", "replace") if match else "utf-8"
+    return "utf-8" if name.upper() == "CHARSET" else name
+
+
+def _parse(data: bytes) -> tuple[polib.POFile, str]:
+    charset = _charset(data)
+    try:
+        text = data.decode(charset)
+    except (LookupError, UnicodeDecodeError):
+        raise FormatError(
+            f"not valid {charset} (the charset its header names)", code="invalid_encoding"
+        ) from None
+    # polib reads a file when its argument names one: a one-line upload such as
+    # "/etc/passwd" must stay content, and content always has a newline.
+    text = text.lstrip("\ufeff")
+    if "\n" not in text:
+        text += "\n"
+    try:
+        return polib.pofile(text, encoding=charset), charset
+    except (OSError, ValueError) as exc:
+        found = SYNTAX_LINE.search(str(exc))
+        line = int(found.group(1)) if found else None
+        raise FormatError(f"malformed PO: {exc}", line) from None
+
+
+def _translated(entry: polib.POEntry) -> bool:
+    return bool(entry.msgstr) or any(entry.msgstr_plural.values())
+
+
+def units(po: polib.POFile, options: Options) -> Iterator[Unit]:
+    """Yield the entries to translate, in file order."""
+    for entry in po:
+        if entry.obsolete or not entry.msgid:
+            continue
+        if _translated(entry) and not options.overwrite_targets:
+            continue
+        texts = [entry.msgid] + ([entry.msgid_plural] if entry.msgid_plural else [])
+        yield Unit(entry, texts)
+
+
+def encode(text: str) -> tuple[str, list[str]]:
+    """Return text with placeholders as point codes, and the placeholders by number."""
+    found: list[str] = []
+
+    def code(match: re.Match) -> str:
+        found.append(match.group(0))
+        return inline.marker("point", len(found))
+
+    return PLACEHOLDER.sub(code, text), found
+
+
+def decode(text: str, placeholders: list[str]) -> str:
+    """Turn a translation's point codes back into the placeholders."""
+
+    def back(match: re.Match) -> str:
+        n = int(match.group(2))
+        return placeholders[n - 1] if 0 < n <= len(placeholders) else ""
+
+    return inline.ANY_MARK.sub("", inline.MARKER.sub(back, text))
+
+
+def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
+    """Return the texts to translate: each entry's msgid, and msgid_plural where it has one."""
+    po, _ = _parse(data)
+    return [encode(text)[0] for unit in units(po, options) for text in unit.texts]
+
+
+def merge(
+    data: bytes, targets: list[str | None], options: Options, langs: tuple[str, str], limits: Limits
+) -> bytes:
+    """Return the PO file with each translated entry's msgstr (or plural msgstrs) filled."""
+    po, charset = _parse(data)
+    match = NPLURALS.search(po.metadata.get("Plural-Forms", ""))
+    nplurals = int(match.group(1)) if match else 2
+    todo = iter(targets)
+    changed = False
+    for unit in list(units(po, options)):
+        outs = [next(todo, None) for _ in unit.texts]
+        if any(out is None for out in outs):
+            continue
+        texts = [
+            decode(out or "", encode(src)[1]) for out, src in zip(outs, unit.texts, strict=True)
+        ]
+        entry = unit.entry
+        if entry.msgid_plural:
+            slots = max(nplurals, len(entry.msgstr_plural), 1)
+            entry.msgstr_plural = {i: texts[0] if i == 0 else texts[-1] for i in range(slots)}
+        else:
+            entry.msgstr = texts[0]
+        if options.mark_fuzzy and "fuzzy" not in entry.flags:
+            entry.flags.append("fuzzy")
+        changed = True
+    if not changed:
+        return data
+    return str(po).encode(charset)

@@ -1,0 +1,113 @@
+"""A job's documents rebuilt in their own formats: one file, or several as a zip.
+
+A segment not translated yet (a running job) stays as it was in its document: the
+source text, or no target in XLIFF and no msgstr in PO. Documents sent as .txt or JSON
+come back as text, one segment per line.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from stapel.exceptions import NotFound
+from stapel.formats import MEDIA_TYPES, Options, render_document
+from stapel.tables import Document, DocumentFile, Job, Segment
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One translated document, ready to send."""
+
+    filename: str
+    media_type: str
+    content: bytes
+
+
+def _documents(session: Session, job: Job) -> list:
+    return list(
+        session.execute(
+            select(
+                Document.idx,
+                Document.name,
+                Document.first_segment,
+                Document.segment_count,
+                DocumentFile.format,
+            )
+            .outerjoin(
+                DocumentFile,
+                (DocumentFile.job_id == Document.job_id) & (DocumentFile.idx == Document.idx),
+            )
+            .where(Document.job_id == job.id)
+            .order_by(Document.idx)
+        ).all()
+    )
+
+
+def _filename(idx: int, name: str | None, fmt: str | None) -> str:
+    """The document's file name: its own, or document-N.txt; never a path (zip-slip)."""
+    safe = (name or "").replace("/", "_").replace("\\", "_").lstrip(".")
+    if safe and (fmt or PurePosixPath(safe).suffix):
+        return safe
+    return f"{safe or f'document-{idx + 1}'}.txt"
+
+
+def render(session: Session, job: Job, idx: int) -> Rendered:
+    """Rebuild document idx of the job (0-based) in its own format."""
+    documents = _documents(session, job)
+    if not 0 <= idx < len(documents):
+        raise NotFound(f"job {job.id} has no document {idx} (it has {len(documents)})")
+    return _render(session, job, documents[idx])
+
+
+def _render(session: Session, job: Job, doc) -> Rendered:
+    rows = session.execute(
+        select(Segment.source, Segment.target)
+        .where(
+            Segment.job_id == job.id,
+            Segment.idx >= doc.first_segment,
+            Segment.idx < doc.first_segment + doc.segment_count,
+        )
+        .order_by(Segment.idx)
+    ).all()
+    filename = _filename(doc.idx, doc.name, doc.format)
+    if doc.format is None:
+        text = "".join((target if target is not None else source) + "\n" for source, target in rows)
+        session.rollback()
+        return Rendered(filename, MEDIA_TYPES["txt"], text.encode())
+    stored = session.get(DocumentFile, (job.id, doc.idx))
+    if stored is None:  # the format came from this very row; only a purge removes it
+        raise NotFound(f"document {doc.idx} of job {job.id} is gone")
+    original, options = stored.content, Options.from_json(stored.options)
+    session.rollback()
+    content = render_document(
+        doc.format,
+        original,
+        [target for _, target in rows],
+        options,
+        (job.source_lang, job.target_lang),
+    )
+    return Rendered(filename, MEDIA_TYPES[doc.format], content)
+
+
+def files(session: Session, job: Job) -> Rendered:
+    """The job's documents: the one file itself, or a zip of all of them."""
+    documents = _documents(session, job)
+    if len(documents) == 1:
+        return _render(session, job, documents[0])
+    out = io.BytesIO()
+    seen: set[str] = set()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for doc in documents:
+            rendered = _render(session, job, doc)
+            name = rendered.filename
+            if name in seen:
+                name = f"{doc.idx + 1}-{name}"
+            seen.add(name)
+            archive.writestr(name, rendered.content)
+    return Rendered(f"{job.id}.zip", "application/zip", out.getvalue())

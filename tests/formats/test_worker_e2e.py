@@ -1,0 +1,61 @@
+"""End to end: tagged documents uploaded, translated by a real worker on the demo model.
+
+The web stores an XLIFF file, a PO file and a Word document; a real Celery worker
+process (STAPEL_MODEL_ROOT: the committed demo models) translates them through its
+aligning batcher; the result downloads as a zip of the three files, tags in place.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import polib
+import pytest
+
+from tests.factories import wait_for
+from tests.formats.samples import PO, XLIFF12, sample_docx
+from tests.formats.test_bad_input import upload
+from tests.workers_proc import WorkerProcess
+
+pytestmark = pytest.mark.e2e
+MODELS = Path(__file__).resolve().parents[2] / "models"
+
+
+@pytest.fixture
+def worker(app, settings_overrides, tmp_path):
+    env = {
+        "DATABASE_URL": settings_overrides["database_url"],
+        "REDIS_URL": settings_overrides["redis_url"],
+        "STAPEL_MODEL_ROOT": str(MODELS),
+        "STAPEL_THREADS": "1",
+    }
+    proc = WorkerProcess(env, tmp_path).start(app.extensions["stapel"].celery)
+    yield proc
+    proc.stop()
+
+
+def test_documents_with_tags_come_back_translated(client, auth, worker):
+    files = [("ui.xlf", XLIFF12), ("app.po", PO), ("letter.docx", sample_docx())]
+    created = upload(client, auth, files)
+    assert created.status_code == 202, created.get_json()
+    job = created.get_json()
+
+    def finished():
+        state = client.get(job["links"]["self"], headers=auth).get_json()
+        return state if state["status"] in ("succeeded", "failed") else None
+
+    done = wait_for(finished, timeout=120, what="the job to finish")
+    assert done["status"] == "succeeded", (done, worker.log())
+    response = client.get(f"{job['links']['result']}?format=file", headers=auth)
+    archive = zipfile.ZipFile(io.BytesIO(response.data))
+    xliff = archive.read("ui.xlf").decode()
+    assert 'Der <g id="1">alte Mann</g> sieht den kleinen Hund.</target>' in xliff
+    assert 'Der <bpt id="5">&lt;b&gt;</bpt>Hund<ept id="5">&lt;/b&gt;</ept> schläft.' in xliff
+    po = polib.pofile(archive.read("app.po").decode())
+    assert po.find("The old man sees %s the small dog.").msgstr == (
+        "Der alte Mann sieht %s den kleinen Hund."
+    )
+    word = zipfile.ZipFile(io.BytesIO(archive.read("letter.docx")))
+    assert "<w:rPr><w:b/></w:rPr><w:t>alte Mann</w:t>" in word.read("word/document.xml").decode()

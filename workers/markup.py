@@ -1,0 +1,127 @@
+"""Segments with inline codes: the plain text is translated, the codes placed by alignment.
+
+A segment from a document keeps its inline tags as markers (stapel/formats/inline.py).
+The model never sees them: the engine hands such a request here, the markers are
+stripped, the plain sentences go through an aligning batcher (the same batching as
+every other segment, with CTranslate2's `return_attention`), and each translation gets
+its source's codes back by word alignment (stapel/formats/align.py) before the task
+writes it. The aligning batcher is a second batcher per loaded model, made on first
+use; requests with no codes never reach it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator
+
+from stapel import metrics
+from stapel.formats import align, inline
+from workers.batcher import Batcher
+from workers.submission import Item, Submission
+
+_lock = threading.Lock()
+
+
+def has_codes(items: list[tuple[int, str]]) -> bool:
+    """Whether any of the (index, text) items carries inline codes."""
+    return any(inline.has_codes(text) for _, text in items)
+
+
+class AligningBatcher(Batcher):
+    """A batcher whose translations come back as align.Aligned (text, pieces, attention)."""
+
+    def _translate(self, batch: list[Item]) -> list:  # type: ignore[override]
+        started = time.monotonic()
+        results = self.translator.translate_batch(
+            [item.tokens for item in batch], return_attention=True, **self.options
+        )
+        hypotheses = [r.hypotheses[0] for r in results]
+        texts = self.target.decode(hypotheses)
+        metrics.observe_stage("translate", time.monotonic() - started)
+        cut = len(self.suffix)
+        self._count(batch)
+        return [
+            align.Aligned(text, item.tokens[: len(item.tokens) - cut], hyp, result.attention[0])
+            for item, text, hyp, result in zip(batch, texts, hypotheses, results, strict=True)
+        ]
+
+
+class TaggedSubmission:
+    """A request's translations with their codes placed; iterates like a Submission."""
+
+    def __init__(self, inner: Submission, sources: dict[int, str]) -> None:
+        self.inner = inner
+        self.batcher = inner.batcher
+        self.sources = sources
+
+    def withdraw(self) -> None:
+        """Take the request's waiting pieces out of the aligning batcher."""
+        self.inner.withdraw()
+
+    def __iter__(self) -> Iterator[list[tuple[int, object]]]:
+        for part in self.inner:
+            yield [(index, self._restore(index, result)) for index, result in part]
+
+    def _restore(self, index: int, result: object) -> object:
+        source = self.sources[index]
+        if isinstance(result, align.Aligned):
+            return align.place(source, result)
+        if not isinstance(result, str):
+            return result  # a segment error: the task records it
+        if not inline.strip(source).strip():
+            return source  # no words to translate: the codes stay as they were
+        return at_edges(source, result)
+
+
+def at_edges(source: str, text: str) -> str:
+    """Return text with source's codes around it: openings first, the rest at the end.
+
+    For a segment translated in several pieces (cut to the model's input limit), whose
+    words cannot be aligned as one: no code is dropped, each stays at a boundary.
+    """
+    _plain, codes = inline.split(source)
+    moved = [
+        dataclasses.replace(code, offset=0 if code.kind == "open" else len(text)) for code in codes
+    ]
+    return inline.join(text, moved)
+
+
+def aligner(model) -> Batcher:
+    """Return the model's aligning batcher, made like its batcher on first use."""
+    with _lock:
+        if model.aligner is None:
+            b = model.batcher
+            model.aligner = AligningBatcher(
+                model.translator,
+                model.source,
+                model.target,
+                budget=b.budget,
+                wait_s=b.wait_s,
+                options=b.options,
+                suffix=tuple(b.suffix),
+                name=f"{model.pair}+align",
+                parallel=b.parallel,
+                max_input_tokens=b.max_input_tokens,
+                lang=b.lang,
+            )
+        return model.aligner
+
+
+def submit(
+    model,
+    items: list[tuple[int, str]],
+    *,
+    priority: int = 5,
+    job_id: str | None = None,
+    tick_s: float | None = None,
+) -> TaggedSubmission:
+    """Queue tagged (index, text) items: plain text to the aligner, codes put back after."""
+    plain = [(index, inline.strip(text)) for index, text in items]
+    # Units of documents are translated whole (their codes are placed over the whole
+    # unit); only a unit over the model's input limit is cut, into pieces joined below.
+    inner = aligner(model).submit(
+        plain, priority=priority, job_id=job_id, tick_s=tick_s, split_sentences=False
+    )
+    return TaggedSubmission(inner, dict(items))
