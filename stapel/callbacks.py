@@ -297,3 +297,11 @@ def give_up_expired(session: Session) -> int:
     )
     session.commit()
     return count
+
+
+def is_pending(session: Session, job_id: str) -> bool:
+    """Return whether the job has a callback waiting to be delivered."""
+    return (
+        session.scalar(select(Job.callback_status).where(Job.id == job_id))
+        == CallbackStatus.PENDING
+    )
