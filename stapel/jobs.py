@@ -49,6 +49,8 @@ class JobSpec:
     callback_url: str | None = None
     metadata: dict | None = None
     idempotency_key: str | None = None
+    api: str | None = None
+    """The compat dialect that made the job (None for /v1); see Job.api."""
 
     @property
     def segments_total(self) -> int:
@@ -95,6 +97,7 @@ def create_job(
         callback_url=spec.callback_url,
         meta=spec.metadata,
         idempotency_key=spec.idempotency_key,
+        api=spec.api,
         documents_total=len(spec.documents),
         segments_total=total,
         segments_done=0,

@@ -81,6 +81,7 @@ class Job(Base):
         UniqueConstraint("tenant_id", "idempotency_key", name="uq_jobs_idempotency"),
         Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
         Index("ix_jobs_status_pool", "status", "pool"),
+        Index("ix_jobs_api_finished", "api", "finished_at"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -96,6 +97,9 @@ class Job(Base):
     callback_url: Mapped[str | None] = mapped_column(Text)
     meta: Mapped[dict | None] = mapped_column("metadata", JSON)
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    api: Mapped[str | None] = mapped_column(String(16))
+    """The compat dialect that made the job (`libretranslate`, `deepl`), None for /v1:
+    such jobs are deleted STAPEL_COMPAT_KEEP_S after they end (stapel.interactive)."""
     documents_total: Mapped[int] = mapped_column(Integer)
     segments_total: Mapped[int] = mapped_column(Integer)
     segments_done: Mapped[int] = mapped_column(Integer, default=0)

@@ -16,6 +16,10 @@ way CTranslate2 sorts its own input: a batch of similar lengths wastes little on
 padding (docs/performance.md has the figures).
 Room left over is filled with lower-priority segments that fit.
 
+The interactive lane (stapel.broker.INTERACTIVE_PRIORITY, above every job) waits only
+INTERACTIVE_WAIT_S for company instead of `wait_s`: its segments are the head of the
+next batch a thread cuts, and the room left is filled with other work as usual.
+
 Parallel batches: with `parallel` above one (CTranslate2's `inter_threads`), as many
 threads each cut a batch by the rules above and translate it, so that many batches run
 at once; each of them still waits for a full budget or for its oldest segment to have
@@ -37,6 +41,7 @@ import ctranslate2
 import sentencepiece as spm
 
 from stapel import metrics
+from stapel.broker import INTERACTIVE_PRIORITY
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,11 @@ _DONE = object()
 WINDOW_BUDGETS = 32
 """How many token budgets of waiting segments one batch is chosen from, sorted by length:
 enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS; docs/performance.md)."""
+
+
+INTERACTIVE_WAIT_S = 0.002
+"""How long a segment of the interactive lane waits for company instead of `wait_s`: a
+caller is waiting, and an idle thread should start on it at once."""
 
 
 MIN_SHARE_DIV = 8
@@ -61,6 +71,8 @@ class _Item:
     index: int
     tokens: list[str]
     taken: bool = False
+    due: float = 0.0
+    """When this segment's batch runs even if the budget is not full."""
 
     @property
     def size(self) -> int:
@@ -187,10 +199,11 @@ class Batcher:
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
         order = sorted(range(len(work)), key=lambda p: len(tokens[p]))
         now = time.monotonic()
+        due = now + (INTERACTIVE_WAIT_S if priority >= INTERACTIVE_PRIORITY else self.wait_s)
         with self._cond:
             lane = self._lanes.setdefault(priority, deque())
             for p in order:
-                item = _Item(next(self._seq), now, request, work[p][0], tokens[p])
+                item = _Item(next(self._seq), now, request, work[p][0], tokens[p], due=due)
                 lane.append(item)
                 self._pending_tokens += item.size
             self._cond.notify()
@@ -285,14 +298,14 @@ class Batcher:
         with self._cond:
             while True:
                 lanes = self._waiting()
-                oldest = min((lane[0].arrived for lane in lanes), default=None)
-                if oldest is None and self._closed:
+                due = min((lane[0].due for lane in lanes), default=None)
+                if due is None and self._closed:
                     return None
-                if oldest is not None:
-                    waited = time.monotonic() - oldest
-                    if self._pending_tokens >= self.budget or waited >= self.wait_s or self._closed:
+                if due is not None:
+                    early = due - time.monotonic()
+                    if self._pending_tokens >= self.budget or early <= 0 or self._closed:
                         break
-                    self._cond.wait(self.wait_s - waited)
+                    self._cond.wait(early)
                 else:
                     self._cond.wait()
             top, *lower = lanes

@@ -12,6 +12,7 @@ from stapel.broker import send_callback, waiting_task_ids
 from stapel.celery_config import POOL_QUEUES
 from stapel.db import with_retry
 from stapel.dispatch import dispatch
+from stapel.interactive import purge as purge_compat
 from stapel.presence import read_all, served_model_queues
 from stapel.tables import utcnow
 from stapel.watchdog import reconcile
@@ -49,6 +50,7 @@ def run_watchdog(celery: Celery) -> str:
                 metrics.WATCHDOG.labels(action).inc(count)
         if report.to_send:
             dispatch(session, celery, served, leased=report.to_send)
+        purge_compat(session, settings.compat_keep_s)
     for job_id in report.callbacks:
         send_callback(celery, job_id)
     summary = report.summary()

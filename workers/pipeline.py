@@ -29,6 +29,7 @@ from stapel.chunks import (
 from stapel.db import with_retry
 from stapel.dispatch import dispatch
 from stapel.exceptions import PermanentTranslationError
+from stapel.interactive import announce_end
 from stapel.states import ChunkOutcome, TaskOutcome
 from stapel.tables import Chunk, utcnow
 from workers.runtime import WorkerState, state
@@ -37,15 +38,26 @@ log = logging.getLogger(__name__)
 
 
 def run_chunk(
-    celery: Celery, chunk_id: str, worker: str, queue: str = "", segments: int | None = None
+    celery: Celery,
+    chunk_id: str,
+    worker: str,
+    queue: str = "",
+    segments: int | None = None,
+    interactive: bool = False,
 ) -> str:
-    """Claim, translate and finish one chunk; return what happened, for the task result."""
+    """Claim, translate and finish one chunk; return what happened, for the task result.
+
+    An interactive chunk (a caller waits on it) skips the worker's segment budget: it is
+    a few segments the batcher serves first, and handing it back would only delay it.
+    """
     current = state()
     with current.lock:
         current.busy += 1
     try:
         with current.sessions() as session:
-            return _run_chunk(current, celery, session, chunk_id, worker, queue, segments)
+            return _run_chunk(
+                current, celery, session, chunk_id, worker, queue, 0 if interactive else segments
+            )
     finally:
         with current.lock:
             current.busy -= 1
@@ -63,7 +75,7 @@ def _run_chunk(
     if segments is None:
         segments = with_retry(session, lambda: chunk_size(session, chunk_id))
         session.commit()
-    if not current.hold(segments, current.settings.defer_s):
+    if segments and not current.hold(segments, current.settings.defer_s):
         return _hand_back(current, celery, session, chunk_id)
     try:
         claim = with_retry(session, lambda: claim_chunk(session, chunk_id, worker))
@@ -71,6 +83,7 @@ def _run_chunk(
             return _skipped(session, chunk_id, worker)
         with logs.job_context(claim.job_id, claim.chunk_idx):
             outcome = _run_claimed(current, celery, session, claim, worker, queue)
+        announce_end(current.redis, claim.job_id, outcome)
         metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
         return outcome
     finally:

@@ -8,14 +8,17 @@ from workers.celery_app import celery
 
 
 @celery.task(name=TRANSLATE_TASK, bind=True)
-def translate_chunk(self, chunk_id: str, segments: int | None = None) -> str:
+def translate_chunk(
+    self, chunk_id: str, segments: int | None = None, interactive: bool = False
+) -> str:
     """Translate one chunk of a job (claimed with a compare-and-set, so at most once).
 
-    `segments` is the chunk's size (messages sent before it was added have none).
+    `segments` is the chunk's size (messages sent before it was added have none);
+    `interactive` marks the compat dialects' synchronous lane (stapel.broker).
     """
     queue = (self.request.delivery_info or {}).get("routing_key", "")
     return pipeline.run_chunk(
-        self.app, chunk_id, self.request.hostname or "worker", queue, segments
+        self.app, chunk_id, self.request.hostname or "worker", queue, segments, interactive
     )
 
 

@@ -55,7 +55,8 @@ def job_json(job: Job) -> dict:
     }
 
 
-def _limits() -> Limits:
+def limits() -> Limits:
+    """Return the limits a job request is checked against, from the settings."""
     s = stapel().settings
     return Limits(
         max_segments=s.max_segments_per_job,
@@ -73,12 +74,12 @@ def create_job():
     pairs = list(scan(ext.settings.model_root))
     key = idempotency_key(request.headers.get("Idempotency-Key"))
     if request.mimetype == "multipart/form-data":
-        spec = parse_upload(request.form, request.files, pairs, _limits(), key)
+        spec = parse_upload(request.form, request.files, pairs, limits(), key)
     elif request.mimetype == "application/json":
         body = request.get_json(silent=True)
         if body is None:
             raise ValidationError("the body is not valid JSON", code="invalid_json")
-        spec = parse_json(body, pairs, _limits(), key)
+        spec = parse_json(body, pairs, limits(), key)
     else:
         raise ValidationError(
             "send application/json or multipart/form-data", code="unsupported_media_type"
