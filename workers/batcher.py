@@ -18,7 +18,8 @@ Room left over is filled with lower-priority segments that fit.
 
 The interactive lane (stapel.broker.INTERACTIVE_PRIORITY, above every job) waits only
 INTERACTIVE_WAIT_S for company instead of `wait_s`: its segments are the head of the
-next batch a thread cuts, and the room left is filled with other work as usual.
+next batch a thread cuts, a batch of a fraction of the budget (INTERACTIVE_BUDGET_DIV)
+whose room left is filled with other work as usual.
 
 Parallel batches: with `parallel` above one (CTranslate2's `inter_threads`), as many
 threads each cut a batch by the rules above and translate it, so that many batches run
@@ -56,6 +57,10 @@ enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS; docs/performan
 INTERACTIVE_WAIT_S = 0.002
 """How long a segment of the interactive lane waits for company instead of `wait_s`: a
 caller is waiting, and an idle thread should start on it at once."""
+INTERACTIVE_BUDGET_DIV = 8
+"""A batch headed by the interactive lane holds at most 1/INTERACTIVE_BUDGET_DIV of the
+token budget (the lane's segments, then what fits beside them): it takes a fraction of a
+full batch's time, so a caller on a busy worker waits for about one batch, not two."""
 
 
 MIN_SHARE_DIV = 8
@@ -73,6 +78,7 @@ class _Item:
     taken: bool = False
     due: float = 0.0
     """When this segment's batch runs even if the budget is not full."""
+    interactive: bool = False
 
     @property
     def size(self) -> int:
@@ -199,11 +205,20 @@ class Batcher:
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
         order = sorted(range(len(work)), key=lambda p: len(tokens[p]))
         now = time.monotonic()
-        due = now + (INTERACTIVE_WAIT_S if priority >= INTERACTIVE_PRIORITY else self.wait_s)
+        interactive = priority >= INTERACTIVE_PRIORITY
+        due = now + (INTERACTIVE_WAIT_S if interactive else self.wait_s)
         with self._cond:
             lane = self._lanes.setdefault(priority, deque())
             for p in order:
-                item = _Item(next(self._seq), now, request, work[p][0], tokens[p], due=due)
+                item = _Item(
+                    next(self._seq),
+                    now,
+                    request,
+                    work[p][0],
+                    tokens[p],
+                    due=due,
+                    interactive=interactive,
+                )
                 lane.append(item)
                 self._pending_tokens += item.size
             self._cond.notify()
@@ -310,6 +325,8 @@ class Batcher:
                     self._cond.wait()
             top, *lower = lanes
             budget = self._share()
+            if top[0].interactive:
+                budget = min(budget, self.budget // INTERACTIVE_BUDGET_DIV)
             batch = self._cut(top[0], self._window(top), budget)
             self._fill(batch, lower, budget)
             for item in batch:

@@ -43,20 +43,33 @@ def live_app(live_overrides):
 
 
 @pytest.fixture(scope="module")
-def live(live_app, live_overrides, tmp_path_factory):
-    """The served app's base URL, with a worker process translating for it."""
+def live_worker_env() -> dict:
+    """Settings of the live worker beyond the stack's (a module may override it)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def live_worker(live_app, live_overrides, live_worker_env, tmp_path_factory):
+    """A worker process translating for the live app."""
     env = {
         "DATABASE_URL": live_overrides["database_url"],
         "REDIS_URL": live_overrides["redis_url"],
         "STAPEL_MODEL_ROOT": str(live_overrides["model_root"]),
         "STAPEL_MAX_DECODING_LENGTH": "24",
         "STAPEL_BATCH_TOKENS": "512",
+        **live_worker_env,
     }
     worker = WorkerProcess(env, tmp_path_factory.mktemp("compat-worker"), concurrency=8)
     worker.start(live_app.extensions["stapel"].celery)
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture(scope="module")
+def live(live_app, live_worker):
+    """The served app's base URL, with a worker process translating for it."""
     with ServerThread(live_app) as server:
         yield server.url
-    worker.stop()
 
 
 @pytest.fixture(scope="module")
