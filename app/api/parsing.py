@@ -241,7 +241,9 @@ def parse_upload(
     """Validate a multipart upload: one document per .txt file, one segment per line."""
     unknown = set(form) - FORM_FIELDS
     if unknown:
-        raise ValidationError(f"unknown form fields: {sorted(map(str, unknown))}", code="unknown_field")
+        raise ValidationError(
+            f"unknown form fields: {sorted(map(str, unknown))}", code="unknown_field"
+        )
     fields: dict = {name: form.get(name) for name in FORM_FIELDS if name in form}
     if "metadata" in fields:
         try:

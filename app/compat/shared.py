@@ -15,7 +15,7 @@ from app.web import db_session, stapel
 from stapel import detect
 from stapel.exceptions import TooLarge, Unauthorized, ValidationError
 from stapel.interactive import Lane
-from stapel.jobs import DocumentSpec, JobSpec
+from stapel.jobs import JobSpec
 from stapel.keys import hash_key, tenant_for_key
 
 DETECT_SAMPLE_CHARS = 2000
@@ -119,8 +119,3 @@ def merge(parts: list[tuple[Group, list[str]]], count: int) -> list[str]:
         for place, text in zip(group.places, translated, strict=True):
             out[place] = text
     return out
-
-
-def one_document(texts: list[str]) -> list[DocumentSpec]:
-    """Return texts as a job's one document."""
-    return [DocumentSpec(None, texts)]

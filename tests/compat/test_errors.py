@@ -298,7 +298,7 @@ def send(client, case: Case, key: str):
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_bad_request_gets_the_dialects_status_and_shape(case, make_client):
-    application, client, key = make_client(case.overrides)
+    _app, client, key = make_client(case.overrides)
     for _ in range(case.repeat):
         response = send(client, case, key)
     body = response.get_json()
@@ -320,7 +320,7 @@ def test_a_timed_out_request_cancels_its_job(make_client):
 
 
 def test_jobs_in_flight_quota_is_429_not_456(make_client):
-    application, client, key = make_client({"quota_jobs_in_flight": 1})
+    _app, client, key = make_client({"quota_jobs_in_flight": 1})
     auth = {"Authorization": f"DeepL-Auth-Key {key}"}
     queued = client.post("/deepl/v2/document", data=upload("a.txt", target_lang="DE"), headers=auth)
     assert queued.status_code == 200  # a job in flight (no worker takes it)
@@ -330,7 +330,7 @@ def test_jobs_in_flight_quota_is_429_not_456(make_client):
 
 
 def test_document_result_before_it_is_done_is_503(make_client):
-    application, client, key = make_client({})
+    _app, client, key = make_client({})
     auth = {"Authorization": f"DeepL-Auth-Key {key}"}
     created = client.post(
         "/deepl/v2/document", data=upload("a.txt", target_lang="DE"), headers=auth

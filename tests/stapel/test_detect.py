@@ -31,7 +31,7 @@ def test_best_is_among_the_languages_given(text, languages, best):
 
 def test_rank_orders_every_language_and_sums_to_one():
     ranked = detect.rank(ENGLISH, ["de", "fr", "en"])
-    assert [code for code, _ in ranked][0] == "en" and len(ranked) == 3
+    assert ranked[0][0] == "en" and len(ranked) == 3
     assert sum(c for _, c in ranked) == pytest.approx(1.0, abs=1e-3)
     assert [c for _, c in ranked] == sorted((c for _, c in ranked), reverse=True)
 
