@@ -236,10 +236,16 @@ def document_result(document_id: str):
         raise ValidationError(f"the document's translation failed: {state.error_message}")
 
     def once():
-        try:
-            yield from compat_files.lines(session, job)
-        finally:
-            interactive.delete_jobs(session, [job.id])
+        # Deleted before the last line goes out: a client that has the whole body can
+        # count on a second download answering 404.
+        last = None
+        for line in compat_files.lines(session, job):
+            if last is not None:
+                yield last
+            last = line
+        interactive.delete_jobs(session, [job.id])
+        if last is not None:
+            yield last
 
     response = Response(stream_with_context(once()), mimetype="text/plain")
     response.headers.set("Content-Disposition", "attachment", filename=_name(session, job))
