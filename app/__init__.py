@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 from flask import Flask
 
-from app import cli
+from app import cli, compat
 from app.api import errors, health, v1
 from app.api.openapi import docs
 from app.limits import init_limits
@@ -50,4 +50,5 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.register_blueprint(docs)
     cli.register(app)
     init_limits(app, settings.redis_url, settings.rate_submit, settings.rate_read)
+    compat.register(app)
     return app

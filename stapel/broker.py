@@ -24,6 +24,11 @@ WATCHDOG_TASK = "stapel.watchdog"
 
 PRIORITY_SEP = ":"
 
+INTERACTIVE_PRIORITY = 10
+"""The interactive lane: one above the API's most urgent (9), given only to the compat
+dialects' synchronous requests. The broker serves it as its most urgent, the batcher
+above every job, and a worker never hands such a chunk back for lack of room."""
+
 
 @dataclass(frozen=True)
 class ChunkMessage:
@@ -48,16 +53,19 @@ def make_celery(settings: Settings) -> Celery:
 
 def broker_priority(priority: int) -> int:
     """Map the API's priority (9 most urgent) to Redis's (0 served first)."""
-    return 9 - priority
+    return max(0, 9 - priority)  # the interactive lane (10) shares Redis's first level
 
 
 def send_chunk(celery: Celery, message: ChunkMessage, task_id: str) -> bool:
     """Send one chunk's task under task_id; False (and a log line) if the broker is down."""
+    kwargs: dict = {} if message.segments is None else {"segments": message.segments}
+    if message.priority >= INTERACTIVE_PRIORITY:
+        kwargs["interactive"] = True
     try:
         celery.send_task(
             TRANSLATE_TASK,
             args=[message.chunk_id],
-            kwargs={} if message.segments is None else {"segments": message.segments},
+            kwargs=kwargs,
             queue=message.queue,
             priority=broker_priority(message.priority),
             task_id=task_id,

@@ -51,6 +51,20 @@ class Unavailable(StapelError):
     code = "unavailable"
 
 
+class TranslationTimeout(StapelError):
+    """A synchronous translation (the interactive lane) did not end by its deadline."""
+
+    status = 504
+    code = "translation_timeout"
+
+
+class TranslationFailed(StapelError):
+    """A synchronous translation's job ended failed or cancelled."""
+
+    status = 500
+    code = "translation_failed"
+
+
 class PermanentTranslationError(Exception):
     """A chunk can never be translated (for example its model is missing); not retried."""
 

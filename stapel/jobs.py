@@ -60,6 +60,8 @@ class JobSpec:
     idempotency_key: str | None = None
     split_sentences: bool = True
     """Translate each sentence of a segment on its own (models are trained on sentences)."""
+    api: str | None = None
+    """The compat dialect that made the job (None for /v1); see Job.api."""
 
     @property
     def segments_total(self) -> int:
@@ -141,6 +143,7 @@ def store_job(
         callback_url=spec.callback_url,
         meta=spec.metadata,
         idempotency_key=spec.idempotency_key,
+        api=spec.api,
         documents_total=len(spec.documents),
         segments_total=total,
         segments_done=0,

@@ -73,17 +73,22 @@ _known_lock = threading.Lock()
 
 
 def tenant_for_header(session: Session, header: str | None) -> str:
-    """Return the tenant id of an `Authorization: Bearer <key>` header, or raise 401.
-
-    A key looked up in the last AUTH_CACHE_S costs no query; a lookup writes the key's
-    last-used time only when it is older than LAST_USED_RESOLUTION.
-    """
+    """Return the tenant id of an `Authorization: Bearer <key>` header, or raise 401."""
     if not header:
         raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <key>'")
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise Unauthorized("Authorization must be 'Bearer <key>'")
-    digest = hash_key(key.strip())
+    return tenant_for_key(session, key.strip())
+
+
+def tenant_for_key(session: Session, key: str) -> str:
+    """Return the tenant id of a plain API key, or raise 401 (the compat dialects' way in).
+
+    A key looked up in the last AUTH_CACHE_S costs no query; a lookup writes the key's
+    last-used time only when it is older than LAST_USED_RESOLUTION.
+    """
+    digest = hash_key(key)
     known = _known.get(digest)
     if known is not None and time.monotonic() - known[1] < AUTH_CACHE_S:
         return known[0]

@@ -92,6 +92,11 @@ class Settings:
     quota_jobs_in_flight: int = setting("STAPEL_QUOTA_JOBS_IN_FLIGHT", 1000)
     fair_share_step: int = setting("STAPEL_FAIR_SHARE_STEP", 5)
     metrics_token: str = setting("STAPEL_METRICS_TOKEN", "")
+    # The compat dialects (app/compat): the interactive lane, characters, retention.
+    interactive_timeout_s: float = setting("STAPEL_INTERACTIVE_TIMEOUT_S", 15.0)
+    interactive_max_items: int = setting("STAPEL_INTERACTIVE_MAX_ITEMS", 50)
+    quota_characters_per_day: int = setting("STAPEL_QUOTA_CHARACTERS_PER_DAY", 0)
+    compat_keep_s: float = setting("STAPEL_COMPAT_KEEP_S", 3600.0)
 
     # Workers: the pool, the engine and its batches, the segment budget.
     pool: str = setting("STAPEL_POOL", "cpu")

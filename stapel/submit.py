@@ -35,13 +35,16 @@ def submit(
     settings: Settings,
     tenant_id: str,
     spec: JobSpec,
+    *,
+    fair_share: bool = True,
 ) -> Submitted:
     """Store a validated job for the tenant and send its chunks; replay an idempotent one.
 
     Raises QuotaExceeded when a quota would be passed. A job with the tenant's
     Idempotency-Key already stored is returned as it is (nothing charged, nothing sent).
     The effective priority (fair share: lower for a tenant with many jobs in flight) is
-    decided here once and stored on the job, so every later send uses it too.
+    decided here once and stored on the job, so every later send uses it too;
+    `fair_share=False` keeps the spec's priority (the interactive lane, stapel.interactive).
     """
     if spec.idempotency_key:
         existing = jobs.by_idempotency_key(session, tenant_id, spec.idempotency_key)
@@ -55,15 +58,18 @@ def submit(
         segments_limit=settings.quota_segments_per_day,
         jobs_limit=settings.quota_jobs_in_flight,
     ) as admission:
+        priority = spec.priority
+        if fair_share:
+            priority = quotas.fair_priority(
+                spec.priority, admission.in_flight, settings.fair_share_step
+            )
         stored = jobs.store_job(
             session,
             tenant_id,
             spec,
             gpu_threshold=settings.gpu_threshold,
             chunk_segments=settings.chunk_segments,
-            dispatch_priority=quotas.fair_priority(
-                spec.priority, admission.in_flight, settings.fair_share_step
-            ),
+            dispatch_priority=priority,
         )
     if not stored.created:  # a concurrent request with the same key stored it first
         quotas.refund(client, admission, spec.segments_total)

@@ -137,6 +137,7 @@ class Job(Base):
         Index("ix_jobs_status_pool", "status", "pool"),
         Index("ix_jobs_callback_due", "callback_status", "callback_next_at"),
         Index("ix_jobs_status_finished", "status", "finished_at"),
+        Index("ix_jobs_api_finished", "api", "finished_at"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -152,6 +153,9 @@ class Job(Base):
     callback_url: Mapped[str | None] = mapped_column(Text)
     meta: Mapped[dict | None] = mapped_column("metadata", JSON)
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    api: Mapped[str | None] = mapped_column(String(16))
+    """The compat dialect that made the job (`libretranslate`, `deepl`), None for /v1:
+    such jobs are deleted STAPEL_COMPAT_KEEP_S after they end (stapel.interactive)."""
     documents_total: Mapped[int] = mapped_column(Integer)
     segments_total: Mapped[int] = mapped_column(Integer)
     segments_done: Mapped[int] = mapped_column(Integer, default=0)

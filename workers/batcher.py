@@ -23,6 +23,11 @@ rest are delivered as if nothing happened, and each piece that failed alone fail
 segment with a SegmentError. Only when every piece of a batch fails alone is the
 engine itself at fault: then the batch's tasks see the error raised.
 
+The interactive lane (stapel.broker.INTERACTIVE_PRIORITY, above every job) waits only
+INTERACTIVE_WAIT_S for company instead of `wait_s`: its segments are the head of the
+next batch a thread cuts, a batch of a fraction of the budget (INTERACTIVE_BUDGET_DIV)
+whose room left is filled with other work as usual.
+
 Parallel batches: with `parallel` above one (CTranslate2's `inter_threads`), as many
 threads each cut a batch by the rules above and translate it, so that many batches run
 at once; each of them still waits for a full budget or for its oldest segment to have
@@ -42,6 +47,7 @@ import ctranslate2
 import sentencepiece as spm
 
 from stapel import metrics
+from stapel.broker import INTERACTIVE_PRIORITY
 from workers.isolation import hand_out, isolate, logids
 from workers.submission import Item, Submission, plan
 
@@ -51,6 +57,15 @@ log = logging.getLogger(__name__)
 WINDOW_BUDGETS = 32
 """How many token budgets of waiting segments one batch is chosen from, sorted by length:
 enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS; docs/performance.md)."""
+
+
+INTERACTIVE_WAIT_S = 0.002
+"""How long a segment of the interactive lane waits for company instead of `wait_s`: a
+caller is waiting, and an idle thread should start on it at once."""
+INTERACTIVE_BUDGET_DIV = 8
+"""A batch headed by the interactive lane holds at most 1/INTERACTIVE_BUDGET_DIV of the
+token budget (the lane's segments, then what fits beside them): it takes a fraction of a
+full batch's time, so a caller on a busy worker waits for about one batch, not two."""
 
 
 MIN_SHARE_DIV = 8
@@ -156,10 +171,21 @@ class Batcher:
                 if tokens is not None:
                     pieces.append((seg.index, slot, tokens))
         pieces.sort(key=lambda piece: len(piece[2]))
+        interactive = priority >= INTERACTIVE_PRIORITY
+        due = now + (INTERACTIVE_WAIT_S if interactive else self.wait_s)
         with self._cond:
             lane = self._lanes.setdefault(priority, deque())
             for index, slot, tokens in pieces:
-                item = Item(next(self._seq), now, request, index, slot, tokens)
+                item = Item(
+                    next(self._seq),
+                    now,
+                    request,
+                    index,
+                    slot,
+                    tokens,
+                    due=due,
+                    interactive=interactive,
+                )
                 request.items.append(item)
                 lane.append(item)
                 self._pending_tokens += item.size
@@ -289,18 +315,20 @@ class Batcher:
         with self._cond:
             while True:
                 lanes = self._waiting()
-                oldest = min((lane[0].arrived for lane in lanes), default=None)
-                if oldest is None and self._closed:
+                due = min((lane[0].due for lane in lanes), default=None)
+                if due is None and self._closed:
                     return None
-                if oldest is not None:
-                    waited = time.monotonic() - oldest
-                    if self._pending_tokens >= self.budget or waited >= self.wait_s or self._closed:
+                if due is not None:
+                    early = due - time.monotonic()
+                    if self._pending_tokens >= self.budget or early <= 0 or self._closed:
                         break
-                    self._cond.wait(self.wait_s - waited)
+                    self._cond.wait(early)
                 else:
                     self._cond.wait()
             top, *lower = lanes
             budget = self._share()
+            if top[0].interactive:
+                budget = min(budget, self.budget // INTERACTIVE_BUDGET_DIV)
             batch = self._cut(top[0], self._window(top), budget)
             self._fill(batch, lower, budget)
             for item in batch:

@@ -13,6 +13,7 @@ from stapel import callbacks, liveness, logs, metrics, netguard
 from stapel.broker import PRIORITY_SEP, send_callback
 from stapel.celery_config import CALLBACK_QUEUE, POOL_QUEUES
 from stapel.dispatch import dispatch
+from stapel.interactive import purge as purge_compat
 from stapel.presence import model_room, read_all, served_model_queues
 from stapel.watchdog import reconcile
 from workers.runtime import state
@@ -87,6 +88,7 @@ def run_watchdog(celery: Celery) -> str:
                 metrics.WATCHDOG.labels(action).inc(count)
         if report.to_send:
             dispatch(session, celery, room, leased=report.to_send)
+        purge_compat(session, settings.compat_keep_s)
     for job_id in report.callbacks:
         send_callback(celery, job_id)
     summary = report.summary()

@@ -31,6 +31,7 @@ from stapel.chunks import (
 from stapel.db import with_retry
 from stapel.dispatch import dispatch
 from stapel.exceptions import ModelUnavailable, PermanentTranslationError
+from stapel.interactive import announce_end
 from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, TaskOutcome
 from stapel.tables import Chunk
@@ -48,17 +49,29 @@ def run_chunk(
     queue: str = "",
     segments: int | None = None,
     place: tuple[int, str] = (0, ""),
+    interactive: bool = False,
 ) -> str:
     """Claim, translate and finish one chunk; return what happened, for the task result.
 
     `place` is the message's (broker priority, task id): its place in the budget's line.
+    An interactive chunk (a caller waits on it) skips the worker's segment budget: it is
+    a few segments the batcher serves first, and handing it back would only delay it.
     """
     current = state()
     with current.lock:
         current.busy += 1
     try:
         with current.sessions() as session:
-            return _run_chunk(current, celery, session, chunk_id, worker, queue, segments, place)
+            return _run_chunk(
+                current,
+                celery,
+                session,
+                chunk_id,
+                worker,
+                queue,
+                0 if interactive else segments,
+                place,
+            )
     finally:
         with current.lock:
             current.busy -= 1
@@ -77,7 +90,7 @@ def _run_chunk(
     if segments is None:
         segments = with_retry(session, lambda: chunk_size(session, chunk_id))
         session.commit()
-    if not current.hold(segments, current.settings.defer_s, *place):
+    if segments and not current.hold(segments, current.settings.defer_s, *place):
         return _hand_back(current, celery, session, chunk_id)
     try:
         claim = with_retry(session, lambda: claim_chunk(session, chunk_id, worker))
@@ -85,6 +98,7 @@ def _run_chunk(
             return _skipped(session, chunk_id, worker)
         with logs.job_context(claim.job_id, claim.chunk_idx):
             outcome = _run_claimed(current, celery, session, claim, worker, queue)
+        announce_end(current.redis, claim.job_id, outcome)
         metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
         return outcome
     finally:

@@ -62,6 +62,10 @@ class Item:
     slot: int
     tokens: list[str]
     taken: bool = False
+    due: float = 0.0
+    """When this piece's batch runs even if the budget is not full."""
+    interactive: bool = False
+    """A piece of the interactive lane (stapel.broker.INTERACTIVE_PRIORITY)."""
 
     @property
     def size(self) -> int:

@@ -10,10 +10,13 @@ faults.install()  # test hooks only; nothing happens unless STAPEL_TEST_* is set
 
 
 @celery.task(name=TRANSLATE_TASK, bind=True)
-def translate_chunk(self, chunk_id: str, segments: int | None = None) -> str:
+def translate_chunk(
+    self, chunk_id: str, segments: int | None = None, interactive: bool = False
+) -> str:
     """Translate one chunk of a job (claimed with a compare-and-set, so at most once).
 
-    `segments` is the chunk's size (messages sent before it was added have none).
+    `segments` is the chunk's size (messages sent before it was added have none);
+    `interactive` marks the compat dialects' synchronous lane (stapel.broker).
     """
     delivery = self.request.delivery_info or {}
     return pipeline.run_chunk(
@@ -23,6 +26,7 @@ def translate_chunk(self, chunk_id: str, segments: int | None = None) -> str:
         delivery.get("routing_key", ""),
         segments,
         place=(int(delivery.get("priority") or 0), self.request.id or ""),
+        interactive=interactive,
     )
 
 

@@ -62,7 +62,8 @@ def job_json(job: Job) -> dict:
     }
 
 
-def _limits() -> Limits:
+def limits() -> Limits:
+    """Return the limits a job request is checked against, from the settings."""
     s = stapel().settings
     return Limits(
         max_segments=s.max_segments_per_job,
@@ -79,20 +80,20 @@ def create_job():
     ext = stapel()
     pairs = list(served_pairs(ext.settings.model_root))
     key = idempotency_key(request.headers.get("Idempotency-Key"))
-    limits = _limits()
+    bounds = limits()
     if request.mimetype == "multipart/form-data":
         boundary = request.mimetype_params.get("boundary", "")
         if not boundary:
             raise ValidationError("the multipart body has no boundary", code="invalid_request")
-        spec = parse_upload(request.stream, boundary.encode("latin-1"), pairs, limits, key)
+        spec = parse_upload(request.stream, boundary.encode("latin-1"), pairs, bounds, key)
     elif request.mimetype == "application/json":
         body = read_json(
             request.stream,
-            max_segments=limits.max_segments,
-            max_segment_chars=limits.max_segment_chars,
-            max_documents=limits.max_documents,
+            max_segments=bounds.max_segments,
+            max_segment_chars=bounds.max_segment_chars,
+            max_documents=bounds.max_documents,
         )
-        spec = parse_json(body, pairs, limits, key)
+        spec = parse_json(body, pairs, bounds, key)
     else:
         raise ValidationError(
             "send application/json or multipart/form-data", code="unsupported_media_type"

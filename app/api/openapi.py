@@ -11,6 +11,7 @@ import json
 
 from flask import Blueprint, Response, jsonify
 
+from app.compat import openapi as compat_openapi
 from stapel.states import Status
 
 docs = Blueprint("docs", __name__)
@@ -75,7 +76,12 @@ JOB = {
         "pool": {"type": "string", "enum": ["cpu", "gpu"]},
         "source_lang": {"type": "string"},
         "target_lang": {"type": "string"},
-        "priority": {"type": "integer", "minimum": 0, "maximum": 9},
+        "priority": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 10,
+            "description": "9 most urgent; 10 is the compat dialects' interactive lane",
+        },
         "documents_total": {"type": "integer"},
         "segments_total": {"type": "integer"},
         "segments_done": {"type": "integer"},
@@ -256,6 +262,10 @@ def _op(summary: str, responses: dict, *, auth: bool = True, **extra) -> dict:
 
 def document() -> dict:
     """Return the OpenAPI 3 document of every route the app serves."""
+    return compat_openapi.extend(_v1())
+
+
+def _v1() -> dict:
     text = {"description": "Plain text", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return {
         "openapi": "3.0.3",

@@ -1,7 +1,7 @@
 """jobs (tenant_id, status) index: a tenant's jobs in flight counted without its history
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 """
 
 from collections.abc import Sequence
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0007"
-down_revision: str | Sequence[str] | None = "0005"
+down_revision: str | Sequence[str] | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,48 @@
+"""The compat dialects: LibreTranslate's API under /libretranslate/, DeepL's v2 under /deepl/.
+
+Clients written for those servers (Weblate, Mastodon, libretranslatepy, the official
+`deepl` client) point at Stapel and get its batching, priorities, quotas and scale:
+their text requests run in the interactive lane (stapel.interactive), their documents as
+jobs (stapel.compat_files). Each request counts against its key's rate limits like /v1's
+(translations with submissions, everything else with reads).
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from app.compat.deepl import dl
+from app.compat.libretranslate import lt
+from app.compat.shared import rate_key
+from app.limits import OFF
+
+SUBMITS = (
+    "libretranslate.translate",
+    "libretranslate.translate_file",
+    "deepl.translate",
+    "deepl.upload_document",
+)
+"""Compat endpoints counted against the submission limit (they make jobs)."""
+
+
+def register(app: Flask) -> None:
+    """Register both dialects and put their routes under the key's rate limits.
+
+    Call after init_limits: the limits share its limiter, scopes and keys, so a key's
+    compat translations and /v1 submissions count together.
+    """
+    app.register_blueprint(lt)
+    app.register_blueprint(dl)
+    settings = app.extensions["stapel"].settings
+    limiter = app.extensions["stapel_limiter"]
+    for endpoint, view in list(app.view_functions.items()):
+        if endpoint.partition(".")[0] not in (lt.name, dl.name):
+            continue
+        scope, value = (
+            ("submit", settings.rate_submit)
+            if endpoint in SUBMITS
+            else ("read", settings.rate_read)
+        )
+        if value.strip().lower() not in OFF:
+            limited = limiter.shared_limit(value, scope=scope, key_func=rate_key)
+            app.view_functions[endpoint] = limited(view)

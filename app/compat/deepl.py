@@ -1,0 +1,257 @@
+"""The DeepL API v2 dialect, under /deepl/ (the `deepl` client's server_url, Weblate).
+
+`Authorization: DeepL-Auth-Key <key>` carries a Stapel API key. Text goes through the
+interactive lane (stapel.interactive); documents become jobs (stapel.compat_files);
+errors are `{"message": ...}` with DeepL's statuses, 456 for a used-up quota.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, g, jsonify, request, stream_with_context
+from sqlalchemy.orm import Session
+
+from app.compat.errors import Dialect, install
+from app.compat.languages import deepl_source, deepl_targets, name, resolve
+from app.compat.params import params
+from app.compat.shared import (
+    Group,
+    authenticate,
+    check_count,
+    groups,
+    lane,
+    merge,
+    models,
+    spec,
+    upload_spec,
+)
+from app.web import db_session, stapel
+from stapel import billing, compat_files, interactive
+from stapel.exceptions import Unauthorized, Unavailable, ValidationError
+from stapel.tables import Document, Job
+
+API = "deepl"
+QUOTA_CODES = ("quota_segments_per_day", "quota_characters_per_day")
+"""Stapel's quota refusals DeepL's clients know as 456 (quota exceeded)."""
+FORMALITY_IGNORED = ("default", "prefer_less", "prefer_more")
+"""Formality values a model without formality may ignore, as DeepL does."""
+SPLIT_SENTENCES = ("0", "1", "nonewlines")
+
+
+def _status(status: int, code: str) -> int:
+    if status == 401:
+        return 403
+    return 456 if code in QUOTA_CODES else status
+
+
+dl = Blueprint(API, __name__, url_prefix="/deepl")
+DIALECT = Dialect(API, body=lambda message: {"message": message}, status=_status)
+install(dl, DIALECT)
+
+
+@dl.before_request
+def _authenticate() -> None:
+    scheme, _, key = (request.headers.get("Authorization") or "").partition(" ")
+    if scheme != "DeepL-Auth-Key":
+        raise Unauthorized("Authorization failure: send 'Authorization: DeepL-Auth-Key <key>'")
+    authenticate(key, "send 'Authorization: DeepL-Auth-Key <key>'")
+
+
+def _required(field: str) -> str:
+    value = params().text(field)
+    if not value:
+        raise ValidationError(f"Parameter '{field}' not specified.", code="missing_field")
+    return value
+
+
+def _languages(target: str, source: str | None) -> tuple[str | None, str]:
+    """Resolve target_lang and source_lang to model codes (source None: detect)."""
+    found = models()
+    target_code = resolve(target, found.targets)
+    if target_code is None:
+        raise ValidationError(
+            "Value for 'target_lang' not supported.", code="unknown_language_pair"
+        )
+    if not source:
+        return None, target_code
+    source_code = resolve(source, found.sources)
+    if source_code is None:
+        raise ValidationError(
+            "Value for 'source_lang' not supported.", code="unknown_language_pair"
+        )
+    return source_code, target_code
+
+
+def _check_options() -> None:
+    """Refuse the options Stapel cannot honour, naming them; the rest are accepted."""
+    p = params()
+    tags = (p.text("tag_handling") or "").lower()
+    if tags in ("xml", "html"):
+        raise ValidationError(
+            f"tag_handling={tags} is not supported yet: Stapel's markup layer (document "
+            "formats) has not landed; send plain text without tag_handling",
+            code="invalid_format",
+        )
+    if tags:
+        raise ValidationError("Value for 'tag_handling' not supported.", code="invalid_format")
+    formality = (p.text("formality") or "default").lower()
+    if formality not in FORMALITY_IGNORED:
+        raise ValidationError(
+            "'formality' is not supported for given 'target_lang': the models have no "
+            "formality (prefer_less and prefer_more are accepted and ignored)",
+            code="invalid_request",
+        )
+    split = p.text("split_sentences")
+    if split is not None and split not in SPLIT_SENTENCES:
+        raise ValidationError("Value for 'split_sentences' not supported.", code="invalid_request")
+    if p.text("glossary_id"):
+        raise ValidationError("glossary_id: this server has no glossaries", code="invalid_request")
+
+
+@dl.post("/v2/translate")
+def translate():
+    """Translate text (one or many) into target_lang; source_lang given or detected."""
+    texts = [t for t in params().values("text") if t is not None]
+    if not texts:
+        raise ValidationError("Parameter 'text' not specified.", code="missing_field")
+    if not all(isinstance(t, str) for t in texts):
+        raise ValidationError("Parameter 'text' must hold strings.", code="invalid_type")
+    target = _required("target_lang")
+    _check_options()
+    check_count(len(texts), status_413=True)
+    source, target_code = _languages(target, params().text("source_lang"))
+    found, _confidence = groups(texts, source, target_code)
+    specs = [spec(gr.source, target_code, [texts[i] for i in gr.places]) for gr in found]
+    translated = interactive.translate(lane(), specs, API)
+    out = merge(list(zip(found, translated, strict=True)), len(texts))
+    sources = _sources(found, len(texts))
+    return jsonify(
+        {
+            "translations": [
+                {
+                    "detected_source_language": deepl_source(sources[i]),
+                    "text": out[i],
+                    "billed_characters": billing.characters([texts[i]]),
+                }
+                for i in range(len(texts))
+            ]
+        }
+    )
+
+
+def _sources(found: list[Group], count: int) -> list[str]:
+    sources = [""] * count
+    for group in found:
+        for place in group.places:
+            sources[place] = group.source
+    return sources
+
+
+@dl.route("/v2/languages", methods=["GET", "POST"])
+def languages():
+    """List source or target languages (`type`), in DeepL's codes."""
+    kind = (params().text("type") or "source").lower()
+    found = models()
+    if kind == "source":
+        codes = {deepl_source(c): c for c in reversed(found.sources)}
+        return jsonify([{"language": d, "name": name(c)} for d, c in reversed(codes.items())])
+    if kind != "target":
+        raise ValidationError("Value for 'type' not supported.", code="invalid_request")
+    return jsonify(
+        [
+            {"language": code, "name": label, "supports_formality": False}
+            for target in found.targets
+            for code, label in deepl_targets(target, found.targets)
+        ]
+    )
+
+
+@dl.route("/v2/usage", methods=["GET", "POST"])
+def usage():
+    """Answer the characters billed today and the daily limit."""
+    ext = stapel()
+    limit = ext.settings.quota_characters_per_day
+    return jsonify(
+        {
+            "character_count": billing.used(ext.redis, g.tenant_id),
+            "character_limit": limit or billing.UNLIMITED,
+        }
+    )
+
+
+@dl.get("/v2/glossary-language-pairs")
+def glossary_language_pairs():
+    """Answer that no pair has glossaries (Stapel has none)."""
+    return jsonify({"supported_languages": []})
+
+
+@dl.post("/v2/document")
+def upload_document():
+    """Accept a document as a job; answer its id and key."""
+    upload = request.files.get("file")
+    if upload is None:
+        raise ValidationError("Parameter 'file' not specified.", code="missing_field")
+    target = _required("target_lang")
+    _check_options()
+    if params().text("filename"):
+        upload.filename = params().text("filename")
+    output = (params().text("output_format") or "").lower().lstrip(".")
+    if output and not (upload.filename or "").lower().endswith("." + output):
+        raise ValidationError(
+            "output_format must be the input's format: Stapel converts no documents",
+            code="invalid_format",
+        )
+    source, target_code = _languages(target, params().text("source_lang"))
+    job, key = compat_files.submit_document(lane(), upload_spec(upload, source, target_code), API)
+    return jsonify({"document_id": job.id, "document_key": key})
+
+
+def _document(document_id: str):
+    key = _required("document_key")
+    return compat_files.open_document(db_session(), g.tenant_id, document_id, key)
+
+
+@dl.post("/v2/document/<document_id>")
+def document_status(document_id: str):
+    """Answer a document's status: queued, translating, done or error."""
+    state = compat_files.state(db_session(), _document(document_id))
+    body: dict = {"document_id": document_id, "status": state.status}
+    if state.seconds_remaining is not None:
+        body["seconds_remaining"] = state.seconds_remaining
+    if state.status == "done":
+        body["billed_characters"] = state.billed_characters
+    if state.error_message is not None:
+        body["error_message"] = state.error_message
+    return jsonify(body)
+
+
+@dl.post("/v2/document/<document_id>/result")
+def document_result(document_id: str):
+    """Return a done document's bytes once (the job is deleted as they are sent)."""
+    session = db_session()
+    job = _document(document_id)
+    state = compat_files.state(session, job)
+    if state.status in ("queued", "translating"):
+        raise Unavailable("Document not ready: its translation is still running")
+    if state.status == "error":
+        raise ValidationError(f"the document's translation failed: {state.error_message}")
+
+    def once():
+        # Deleted before the last line goes out: a client that has the whole body can
+        # count on a second download answering 404.
+        last = None
+        for line in compat_files.lines(session, job):
+            if last is not None:
+                yield last
+            last = line
+        interactive.delete_jobs(session, [job.id])
+        if last is not None:
+            yield last
+
+    response = Response(stream_with_context(once()), mimetype="text/plain")
+    response.headers.set("Content-Disposition", "attachment", filename=_name(session, job))
+    return response
+
+
+def _name(session: Session, job: Job) -> str:
+    document = session.get(Document, (job.id, 0))
+    return (document.name if document else None) or "document.txt"

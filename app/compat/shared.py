@@ -1,0 +1,126 @@
+"""What both dialects' routes share: the key, the lane, the specs, detection per item."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from flask import g, request
+from werkzeug.datastructures import FileStorage
+
+from app.api.jobs import limits
+from app.api.parsing import finish_spec, parse_json
+from app.api.uploads import parse_document
+from app.compat.languages import Catalog, catalog
+from app.web import db_session, stapel
+from stapel import detect
+from stapel.exceptions import TooLarge, Unauthorized, ValidationError
+from stapel.interactive import Lane
+from stapel.jobs import JobSpec
+from stapel.keys import hash_key, tenant_for_key
+
+DETECT_SAMPLE_CHARS = 2000
+"""How much of a document's text its language is detected from."""
+
+
+def authenticate(key: str | None, how: str) -> None:
+    """Take the tenant from a plain API key; Unauthorized (the dialects' 403) if none."""
+    if not key or not key.strip():
+        raise Unauthorized(f"an API key is required: {how}")
+    g.tenant_id = tenant_for_key(db_session(), key.strip())
+    g.compat_rate_key = "key:" + hash_key(key.strip())
+
+
+def rate_key() -> str:
+    """Who a compat request counts against: the API key's hash (as /v1), else the address."""
+    return g.get("compat_rate_key") or "addr:" + (request.remote_addr or "unknown")
+
+
+def lane() -> Lane:
+    """Return the interactive lane of this request's tenant."""
+    ext = stapel()
+    return Lane(db_session(), ext.redis, ext.celery, ext.served.get(), ext.settings, g.tenant_id)
+
+
+def models() -> Catalog:
+    """Return the model root's pairs now."""
+    return catalog(stapel().settings.model_root)
+
+
+def check_count(count: int, status_413: bool) -> None:
+    """Refuse a request of more texts than STAPEL_INTERACTIVE_MAX_ITEMS (400 or 413)."""
+    most = stapel().settings.interactive_max_items
+    if count > most:
+        message = f"{count} texts in one request; the limit is {most}"
+        if status_413:
+            raise TooLarge(message, code="too_many_segments")
+        raise ValidationError(message, code="too_many_segments")
+
+
+def spec(source: str, target: str, texts: list[object]) -> JobSpec:
+    """Validate texts for a pair by /v1's rules (types, length, NUL, the pair's model)."""
+    body = {"source_lang": source, "target_lang": target, "segments": texts}
+    return parse_json(body, models().pair_names, limits(), None)
+
+
+@dataclass(frozen=True)
+class Group:
+    """The texts of a request that share a source language, with their places."""
+
+    source: str
+    places: list[int]
+
+
+def groups(texts: list[str], source: str | None, target: str) -> tuple[list[Group], list[float]]:
+    """Split texts by source language; with source None detect each text's.
+
+    Detection ranks among the sources that have a model to target. A blank text (no
+    evidence) goes with the request's most common language, confidence 0. Returns the
+    groups and each text's confidence (1 when the source was given).
+    """
+    if source is not None:
+        return [Group(source, list(range(len(texts))))], [1.0] * len(texts)
+    candidates = models().sources_to(target)
+    if not detect.detectable(candidates):
+        raise ValidationError(
+            f"cannot detect the source language: no detectable language has a model to {target}",
+            code="unknown_language_pair",
+        )
+    found = [detect.best(t, candidates) if t.strip() else None for t in texts]
+    common = Counter(f[0] for f in found if f).most_common(1)
+    fallback = common[0][0] if common else detect.detectable(candidates)[0]
+    chosen = [f or (fallback, 0.0) for f in found]
+    by_source: dict[str, list[int]] = {}
+    for place, (code, _confidence) in enumerate(chosen):
+        by_source.setdefault(code, []).append(place)
+    return [Group(s, p) for s, p in by_source.items()], [c for _s, c in chosen]
+
+
+def upload_spec(upload: FileStorage, source: str | None, target: str) -> JobSpec:
+    """Validate an uploaded document by /v1's upload rules; detect its source if None."""
+    if source is None:
+        sample = upload.stream.read(DETECT_SAMPLE_CHARS * 4).decode("utf-8", "replace")
+        upload.stream.seek(0)
+        candidates = models().sources_to(target)
+        found = detect.best(sample[:DETECT_SAMPLE_CHARS], candidates)
+        if found is None:
+            raise ValidationError(
+                f"cannot detect the document's language: no model translates to {target}",
+                code="unknown_language_pair",
+            )
+        source = found[0]
+    bounds = limits()
+    document = parse_document(
+        0, upload.filename or "file0", upload.stream, bounds, bounds.max_segments
+    )
+    fields = {"source_lang": source, "target_lang": target}
+    return finish_spec(fields, [document], models().pair_names, bounds, None)
+
+
+def merge(parts: list[tuple[Group, list[str]]], count: int) -> list[str]:
+    """Put each group's translations back in the request's order."""
+    out = [""] * count
+    for group, translated in parts:
+        for place, text in zip(group.places, translated, strict=True):
+            out[place] = text
+    return out

