@@ -95,8 +95,8 @@ CASES = [
     lt(
         "/translate_file",
         400,
-        "only .txt files are accepted",
-        data=upload("a.docx", source="en", target="de"),
+        "unknown format; accepted",
+        data=upload("a.pdf", source="en", target="de"),
     ),
     lt(
         "/translate",
@@ -220,7 +220,7 @@ CASES = [
     ),
     dl("/languages", 400, "Value for 'type' not supported.", method="GET", data={"type": "both"}),
     dl("/document", 400, "Parameter 'file' not specified.", data={"target_lang": "DE"}),
-    dl("/document", 400, "only .txt files are accepted", data=upload("a.docx", target_lang="DE")),
+    dl("/document", 400, "unknown format; accepted", data=upload("a.pdf", target_lang="DE")),
     dl(
         "/document",
         400,
