@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import re
 import subprocess
 
@@ -148,7 +149,10 @@ def test_make_secrets_writes_fresh_private_values_once(tmp_path):
     out = tmp_path / "stapel.env"
     command = ["python3", str(DEPLOY / "make_secrets.py"), "--out", str(out)]
     url = "postgresql://stapel:pw@db:5432/stapel"
-    assert subprocess.run(command, capture_output=True).returncode == 2, "needs a database URL"
+    # DATABASE_URL would be its default (CI sets it for the suite): leave it out here.
+    bare = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    missing = subprocess.run(command, capture_output=True, env=bare)
+    assert missing.returncode == 2, "needs a database URL"
     subprocess.run([*command, "--database-url", url], check=True, capture_output=True)
     first = dict(line.split("=", 1) for line in out.read_text().splitlines())
     assert out.stat().st_mode & 0o777 == 0o600
