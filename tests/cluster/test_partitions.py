@@ -208,8 +208,15 @@ def _worker_cut(net: Cluster) -> tuple[dict, dict]:
     net.heal("w1")
     wait_for(lambda: _all_ended(net, list(texts)), timeout=120, what="every job ended")
     done_s = time.monotonic() - cut_at
-    # After healing w1 finds its claims gone at its next write and stops those chunks.
-    wait_for(lambda: net.log("w1").count("chunk stopped") >= held, timeout=90, what="w1 to stop")
+
+    # After healing w1 finds its claims gone at its next write and stops those chunks; a
+    # task whose database retries ran out during the cut (about 15 s of them) has failed
+    # instead, its chunk left to the watchdog (docs/reliability.md, database outages).
+    def w1_done() -> bool:
+        log = net.log("w1")
+        return log.count("chunk stopped") + log.count("raised unexpected: OperationalError") >= held
+
+    wait_for(w1_done, timeout=90, what="w1 to stop or fail every chunk it held")
     return texts, {
         "cut_s": CUT_S,
         "chunks_on_w1_at_cut": held,
