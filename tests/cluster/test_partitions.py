@@ -26,7 +26,13 @@ from stapel.settings import Settings
 from stapel.tables import Chunk, Job, Segment
 from tests.cluster.netns import Cluster, why_not
 from tests.factories import sentences, wait_for
-from tests.faults.harness import SHORT_ENV, Reference, duplicated_writes, install_write_counter
+from tests.faults.harness import (
+    SHORT_ENV,
+    Reference,
+    duplicated_writes,
+    install_write_counter,
+    stuck_jobs,
+)
 from workers.command import worker_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
@@ -166,6 +172,7 @@ def _verify(net: Cluster, texts: dict[str, list[str]], reference: Reference) -> 
             lost += sum(rows.get(i) is None for i in range(len(sources)))
             wrong += sum(rows.get(i) not in (None, expected[i]) for i in range(len(sources)))
         duplicated = duplicated_writes(s, ids)
+        stuck = stuck_jobs(s)  # anywhere in the database, not only these jobs
         unfinished = {
             job_id: [
                 (c.idx, c.status, c.attempts, c.worker, c.done)
@@ -182,6 +189,7 @@ def _verify(net: Cluster, texts: dict[str, list[str]], reference: Reference) -> 
         "lost": lost,
         "wrong": wrong,
         "duplicated": duplicated,
+        "stuck": len(stuck),
     }
 
 
@@ -231,6 +239,7 @@ def test_a_worker_host_cut_off_for_30_s_loses_nothing_and_writes_nothing_twice(c
     _record("worker_host_cut", figures)
     assert figures["succeeded"] == figures["jobs"]
     assert (figures["lost"], figures["wrong"], figures["duplicated"]) == (0, 0, 0)
+    assert figures["stuck"] == 0, "a job queued or running with all its chunks ended"
 
 
 def _redis_cut(net: Cluster) -> tuple[dict, dict]:
@@ -278,3 +287,4 @@ def test_the_web_cut_from_redis_answers_503_and_loses_nothing_it_accepted(cluste
     assert figures["refused_503"] > 0 and figures["retry_after"]
     assert figures["succeeded"] == figures["jobs"]
     assert (figures["lost"], figures["wrong"], figures["duplicated"]) == (0, 0, 0)
+    assert figures["stuck"] == 0, "a job queued or running with all its chunks ended"
