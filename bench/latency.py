@@ -30,7 +30,13 @@ import requests
 import sentencepiece as spm
 
 from bench.stack import Stack, free_port, wait
-from bench.throughput import MODEL_DIR, PAIR, WorkerProbe, bench_model, bench_texts, percentile
+from bench.throughput import (
+    WorkerProbe,
+    bench_model,
+    bench_texts,
+    percentile,
+    stack_env,
+)
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from workers.engine import pick_parallel
@@ -169,23 +175,8 @@ def batch_stats(before: dict, after: dict) -> dict:
 
 
 def env(args) -> dict:
-    return {
-        "STAPEL_MODEL_ROOT": str(MODEL_DIR),
-        "STAPEL_THREADS": str(args.threads),
-        "STAPEL_PARALLEL_BATCHES": str(args.parallel_batches),
-        "STAPEL_DEVICE": args.device,
-        "STAPEL_MAX_DECODING_LENGTH": str(args.decode),
-        "STAPEL_MIN_DECODING_LENGTH": str(args.decode),
-        "STAPEL_BATCH_TOKENS": str(args.batch_tokens),
-        "STAPEL_LOG_LEVEL": "WARNING",
-        # The bulk job on the same worker as the lane (pool cpu), as a small cluster runs.
-        "STAPEL_GPU_THRESHOLD": str(10**9),
-        "STAPEL_PRELOAD": PAIR,
-        "STAPEL_INTERACTIVE_TIMEOUT_S": "120",
-        "STAPEL_RATE_SUBMIT": "off",
-        "STAPEL_RATE_READ": "off",
-        "STAPEL_QUOTA_SEGMENTS_PER_DAY": str(10**9),
-    }
+    # The bulk job on the same worker as the lane (pool cpu), as a small cluster runs.
+    return {**stack_env(args), "STAPEL_INTERACTIVE_TIMEOUT_S": "120"}
 
 
 def main(argv: list[str] | None = None) -> None:
