@@ -97,7 +97,6 @@ class WorkerState:
             "held": self.budget.held,
             "waiting_segments": waiting_segments,
             "waiting": waiting,
-            "consumes_pool": self.consumes_pool,
         }
 
 

@@ -85,6 +85,6 @@ def broken_everywhere(client: redis.Redis, pool: str, pair: str, me: str) -> boo
     others = [
         r
         for name, r in records.items()
-        if name != me and r.get("pool") == pool and r.get("consumes_pool", True)
+        if name != me and r.get("pool") == pool  # a worker off its pool queue has no pool
     ]
     return all(pair in (r.get("broken") or {}) for r in others)
