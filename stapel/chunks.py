@@ -144,11 +144,7 @@ def release_claim(session: Session, claim: Claim) -> bool:
     won = affected(
         session,
         update(Chunk)
-        .where(
-            Chunk.id == claim.chunk_id,
-            Chunk.claim_token == claim.token,
-            Chunk.status == Status.RUNNING,
-        )
+        .where(*_owned(claim))
         .values(
             status=Status.QUEUED,
             attempts=Chunk.attempts - 1,
