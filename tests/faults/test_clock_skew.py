@@ -30,13 +30,18 @@ def skewed(seconds: int) -> dict:
     return {"STAPEL_TEST_CLOCK_SKEW_S": str(seconds)}
 
 
+ONE_CHUNK = {"STAPEL_WORKER_SEGMENTS": "300"}
+"""Room for one 300-segment chunk per worker, so a job's chunks spread over both workers
+(with room for more, the routing may give every chunk to one of them)."""
+
+
 def test_skewed_clocks_cause_no_requeue_and_hide_no_death(make_stack, reference, report):
     stack = make_stack(chunk_segments=300)
     stack.start_beat()
     workers = stack.launch(
         ("watch-ahead", "control", 1, skewed(SKEW_S)),
-        ("behind", "cpu", 1, skewed(-SKEW_S)),
-        ("ahead", "cpu", 1, skewed(SKEW_S)),
+        ("behind", "cpu", 1, {**skewed(-SKEW_S), **ONE_CHUNK}),
+        ("ahead", "cpu", 1, {**skewed(SKEW_S), **ONE_CHUNK}),
     )
     ahead = workers["ahead"]
     healthy = stack.submit([600, 600], seed=1)
