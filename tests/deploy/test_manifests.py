@@ -75,6 +75,22 @@ def test_workloads_run_procfile_roles_through_the_entry_point(overlay):
         assert role in PROCFILE or role == "migrate", owner["metadata"]["name"]
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_roles_that_write_under_var_have_it_mounted(overlay):
+    """The root filesystem is read-only: a role whose Procfile line writes var/ (the web's
+    metrics files, beat's schedule) needs a volume there, or its set-up step fails."""
+    writers = 0
+    for owner, _, container in containers(rendered(overlay)):
+        role = (container.get("args") or [""])[0]
+        if "var" not in re.findall(r"mkdir -p (\w+)", PROCFILE.get(role, "")):
+            continue
+        writers += 1
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
+        assert "/app/var" in mounts, f"{owner['metadata']['name']}: {role} writes var/"
+    assert writers >= 2  # web and beat
+
+
 @pytest.mark.parametrize("pool", ["cpu", "gpu"])
 def test_worker_roles_serve_their_pool_and_control(pool):
     line = PROCFILE[f"worker_{pool}"]
