@@ -4,7 +4,8 @@ Each round runs one job of 12 chunks on two workers of 3 tasks each, so six chun
 the job write batches at once. Once two of them have written, the job is ended under
 them, in turns:
 - cancel: the tenant cancels it over the API;
-- poison: one of its queued chunks becomes a running chunk whose worker is gone and
+- poison: one of its unfinished chunks (a queued one while any is left: on a busy
+  machine all may have been taken) becomes a running chunk whose worker is gone and
   whose attempts are used up, so the next watchdog pass fails it and the job, stopping
   the siblings mid-write.
 Before one lock order, a sibling's write (chunk, then job) against these (job, then
@@ -26,7 +27,7 @@ from tests.faults.harness import DEADLINE_S, SHORT_ENV
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 ROUNDS = 10
-CHUNKS, CHUNK_SEGMENTS = 12, 30
+CHUNKS, CHUNK_SEGMENTS = 12, 60
 
 
 def server_deadlocks(stack) -> int | None:
@@ -44,25 +45,27 @@ def writing(stack, job_id) -> bool:
 
 
 def poison(stack, job_id: str) -> bool:
-    """Turn a queued chunk of the job into a stale running one with no attempts left."""
+    """Turn an unfinished chunk of the job (a queued one while any is left) into a stale
+    running one with no attempts left; a chunk taken from under its worker stops it."""
     with stack.sessions() as s:
-        for chunk_id in s.scalars(
-            select(Chunk.id).where(Chunk.job_id == job_id, Chunk.status == "queued")
-        ):
-            won = s.execute(
-                update(Chunk)
-                .where(Chunk.id == chunk_id, Chunk.status == "queued")
-                .values(
-                    status="running",
-                    claim_token=new_id(),
-                    worker="ghost@gone",
-                    attempts=int(SHORT_ENV["STAPEL_MAX_ATTEMPTS"]),
-                    heartbeat_at=utcnow() - timedelta(hours=1),
-                )
-            ).rowcount
-            s.commit()
-            if won:
-                return True
+        for status in ("queued", "running"):
+            for chunk_id in s.scalars(
+                select(Chunk.id).where(Chunk.job_id == job_id, Chunk.status == status)
+            ):
+                won = s.execute(
+                    update(Chunk)
+                    .where(Chunk.id == chunk_id, Chunk.status == status)
+                    .values(
+                        status="running",
+                        claim_token=new_id(),
+                        worker="ghost@gone",
+                        attempts=int(SHORT_ENV["STAPEL_MAX_ATTEMPTS"]),
+                        heartbeat_at=utcnow() - timedelta(hours=1),
+                    )
+                ).rowcount
+                s.commit()
+                if won:
+                    return True
     return False
 
 
