@@ -138,6 +138,8 @@ class Engine:
         self._broken: dict[str, tuple[float, str]] = {}
         """Pairs whose model could not be loaded: when, and why."""
         self._lock = threading.Lock()
+        self._loading: dict[str, threading.Lock] = {}
+        """Pair -> the lock its one load in progress holds (callers of the pair wait on it)."""
 
     def pairs(self) -> dict[str, ModelDir]:
         """Return the pairs the model root offers now."""
@@ -178,8 +180,11 @@ class Engine:
     def model(self, pair: str) -> LoadedModel:
         """Return the loaded model for pair, loading it (and evicting the oldest) if needed.
 
-        Raises ModelUnavailable when the pair has no model here or it fails to load; the
-        pair is then refused for BROKEN_RETRY_S before it is tried again.
+        A load runs outside the engine's lock, under a lock of its pair only: the chunks
+        of pairs already loaded go on (and the presence record, which reads `broken`,
+        stays fresh) while a large model loads; callers of the same pair wait for the one
+        load. Raises ModelUnavailable when the pair has no model here or it fails to
+        load; the pair is then refused for BROKEN_RETRY_S before it is tried again.
         `on_load(pair)` runs after a load and `on_evict(pair)` after an eviction, outside
         the lock (workers use them to join and leave the pair's model queue).
         """
@@ -187,16 +192,29 @@ class Engine:
             if pair in self._loaded:
                 self._loaded.move_to_end(pair)
                 return self._loaded[pair]
-            model = self._load_or_refuse(pair)
-            self._loaded[pair] = model
-            evicted = []
-            while len(self._loaded) > self.max_loaded:
-                name, old = self._loaded.popitem(last=False)
-                old.batcher.close()
-                if old.aligner is not None:
-                    old.aligner.close()
-                evicted.append(name)
-                log.info("model evicted pair=%s", name)
+            loading = self._loading.setdefault(pair, threading.Lock())
+        with loading:
+            with self._lock:
+                if pair in self._loaded:  # loaded by the caller this one waited for
+                    self._loaded.move_to_end(pair)
+                    return self._loaded[pair]
+            try:
+                model = self._load_or_refuse(pair)
+            except BaseException:
+                with self._lock:
+                    self._done_loading(pair, loading)
+                raise
+            with self._lock:  # loaded and no longer loading in one step: never loaded twice
+                self._done_loading(pair, loading)
+                self._loaded[pair] = model
+                evicted = []
+                while len(self._loaded) > self.max_loaded:
+                    name, old = self._loaded.popitem(last=False)
+                    old.batcher.close()
+                    if old.aligner is not None:
+                        old.aligner.close()
+                    evicted.append(name)
+                    log.info("model evicted pair=%s", name)
         for name in evicted:
             if self.on_evict:
                 self.on_evict(name)
@@ -204,21 +222,58 @@ class Engine:
             self.on_load(pair)
         return model
 
+    def _done_loading(self, pair: str, loading: threading.Lock) -> None:
+        if self._loading.get(pair) is loading:
+            del self._loading[pair]
+
+    def wait_loaded(self, pair: str, tick_s: float, on_tick: Callable[[], bool]) -> bool:
+        """Load pair (if it is not loaded), calling on_tick() every tick_s while it loads.
+
+        A chunk waiting for its model heartbeats through on_tick, so a load longer than
+        the heartbeat timeout does not get it requeued; on_tick returning False (the
+        claim was lost) stops the wait, not the load. Returns whether the model is
+        loaded; raises what the load raised (ModelUnavailable).
+        """
+        if pair in self._loaded:
+            return True
+        failed: list[BaseException] = []
+
+        def load() -> None:
+            try:
+                self.model(pair)
+            except BaseException as exc:  # handed to the waiting caller
+                failed.append(exc)
+
+        loader = threading.Thread(target=load, name=f"load-{pair}", daemon=True)
+        loader.start()
+        while loader.is_alive():
+            loader.join(tick_s)
+            if loader.is_alive() and not on_tick():
+                return False
+        if failed:
+            raise failed[0]
+        return True
+
     def _load_or_refuse(self, pair: str) -> LoadedModel:
-        """Load pair's model (called under the lock), or raise ModelUnavailable."""
-        refused = self._broken.get(pair)
-        if refused is not None and time.monotonic() - refused[0] < BROKEN_RETRY_S:
-            raise ModelUnavailable(pair, refused[1])
+        """Load pair's model (under its pair's load lock), or raise ModelUnavailable."""
+        with self._lock:
+            refused = self._broken.get(pair)
+            if refused is not None and time.monotonic() - refused[0] < BROKEN_RETRY_S:
+                raise ModelUnavailable(pair, refused[1])
         found = self.pairs().get(pair)
+        reason = None
         if found is None:
-            self._mark_broken(pair, f"no complete model directory {pair} in {self.model_root}")
-            raise ModelUnavailable(pair, self._broken[pair][1])
-        try:
-            model = self._load(found)
-        except (RuntimeError, OSError, ValueError, ModelFileError) as exc:
-            self._mark_broken(pair, f"{type(exc).__name__}: {exc}"[:300])
-            raise ModelUnavailable(pair, self._broken[pair][1]) from None
-        self._broken.pop(pair, None)
+            reason = f"no complete model directory {pair} in {self.model_root}"
+        else:
+            try:
+                model = self._load(found)
+            except (RuntimeError, OSError, ValueError, ModelFileError) as exc:
+                reason = f"{type(exc).__name__}: {exc}"[:300]
+        with self._lock:
+            if reason is not None:
+                self._mark_broken(pair, reason)
+                raise ModelUnavailable(pair, reason) from None
+            self._broken.pop(pair, None)
         return model
 
     def _load(self, found: ModelDir) -> LoadedModel:

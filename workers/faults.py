@@ -4,6 +4,9 @@
 that many seconds off, as a host whose clock drifted would: nothing the watchdog compares
 may depend on it (tests/faults/test_clock_skew.py).
 
+`STAPEL_TEST_SLOW_LOAD_S=8` makes every model load of this process take that many seconds
+longer, as a large model on a slow disk would (tests/faults/test_slow_model_load.py).
+
 `STAPEL_TEST_FAULT` breaks a job's end on purpose, at the UPDATE that ends a job (after
 its last chunk was marked succeeded, in the same transaction):
 - `finish-error`: that statement raises OperationalError once per statement and
@@ -19,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -27,6 +31,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from stapel import tables
+from workers import engine as translation
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +50,25 @@ def install(env: dict | None = None) -> None:
     if skew:
         tables.CLOCK_SKEW = timedelta(seconds=skew)
         log.warning("test hook: this process's clock runs %+g s off", skew)
+    slow = float(env.get("STAPEL_TEST_SLOW_LOAD_S") or 0)
+    if slow:
+        slow_loads(slow)
+        log.warning("test hook: every model load takes %g s longer", slow)
     fault = env.get("STAPEL_TEST_FAULT", "")
     if fault in FAULTS:
         break_job_ends(fault)
         log.warning("test hook: fault %s at every job's end", fault)
+
+
+def slow_loads(seconds: float) -> None:
+    """Make every model load of this process wait `seconds` first."""
+    load = translation.Engine._load
+
+    def _slow(self, found):
+        time.sleep(seconds)
+        return load(self, found)
+
+    translation.Engine._load = _slow  # type: ignore[method-assign]
 
 
 def break_job_ends(fault: str) -> Callable[..., None]:

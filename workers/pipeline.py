@@ -167,6 +167,13 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     settings = current.settings
     cached = claim.pair in current.engine.loaded_pairs()
     metrics.MODEL_CACHE.labels(claim.pair, "hit" if cached else "miss").inc()
+    # a model that takes long to load must not cost this chunk its claim: heartbeat meanwhile
+    if not cached and not current.engine.wait_loaded(
+        claim.pair,
+        min(settings.heartbeat_s, settings.heartbeat_timeout_s / 3),
+        lambda: with_retry(session, lambda: record_batch(session, claim, [])),
+    ):
+        return _stopped(claim)
     batches = current.engine.translate_batches(
         claim.pair,
         pending,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 
 import pytest
 
@@ -115,3 +116,62 @@ def test_engine_translates_with_the_parallel_translators(model_root):
     assert engine.translate("en-de", ["hello"]) == Engine(
         model_root, threads=1, parallel_batches=1, max_decoding_length=8
     ).translate("en-de", ["hello"])
+
+
+class HeldLoads(Engine):
+    """An engine whose loads of one pair wait for the test's word before loading for real."""
+
+    def __init__(self, *args, held: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.held, self.started, self.go = held, threading.Event(), threading.Event()
+        self.loads: list[str] = []
+
+    def _load(self, found):
+        self.loads.append(found.pair)
+        if found.pair == self.held:
+            self.started.set()
+            assert self.go.wait(60), "the test never let the load finish"
+        return super()._load(found)
+
+
+def in_thread(target) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_slow_load_does_not_stall_the_pairs_already_loaded(model_root):
+    engine = HeldLoads(model_root, max_decoding_length=16, batch_tokens=64, held="de-en")
+    before = engine.translate("en-de", ["hello world"])
+    loading = in_thread(lambda: engine.translate("de-en", ["hallo welt"]))
+    assert engine.started.wait(30)
+    # while de-en loads: en-de translates, the presence snapshot's reads answer
+    done = []
+    other = in_thread(lambda: done.append(engine.translate("en-de", ["hello world"])))
+    other.join(30)
+    assert done == [before] and loading.is_alive()
+    assert engine.broken() == {} and engine.loaded_pairs() == ["en-de"]
+    # a second caller of the pair waits for the one load in progress
+    second = in_thread(lambda: engine.translate("de-en", ["hallo"]))
+    engine.go.set()
+    loading.join(30)
+    second.join(30)
+    assert not loading.is_alive() and not second.is_alive()
+    assert engine.loads == ["en-de", "de-en"] and engine.loaded_pairs() == ["en-de", "de-en"]
+
+
+def test_wait_loaded_ticks_while_loading_and_stops_when_told(model_root):
+    engine = HeldLoads(model_root, max_decoding_length=16, batch_tokens=64, held="de-en")
+    ticks: list[int] = []
+
+    def tick() -> bool:
+        ticks.append(len(ticks))
+        return len(ticks) < 3  # the claim is lost at the third tick
+
+    assert engine.wait_loaded("de-en", 0.01, tick) is False
+    assert len(ticks) == 3 and "de-en" not in engine.loaded_pairs()
+    engine.go.set()  # the load goes on without the caller that gave up
+    assert engine.wait_loaded("de-en", 0.01, lambda: True) is True
+    assert engine.loaded_pairs() == ["de-en"] and engine.loads == ["de-en"]
+    with pytest.raises(ModelUnavailable, match="en-fr"):
+        engine.wait_loaded("en-fr", 0.01, lambda: True)
