@@ -106,9 +106,13 @@ class Batcher:
         parallel: int = 1,
         max_input_tokens: int = 512,
         lang: str = "en",
+        memory_tokens: int = 0,
     ) -> None:
         self.translator, self.source, self.target = translator, source, target
         self.budget, self.wait_s = budget, wait_s
+        self.memory_tokens = memory_tokens
+        """Rows x (longest source + output length) a batch may reach (0: no bound)."""
+        self.out_tokens = max(int(options.get("max_decoding_length") or 0), 1)
         self.options = options
         self.suffix = list(suffix)
         self.name = name
@@ -291,7 +295,7 @@ class Batcher:
         at = ordered.index(head)
         best = (at, at)
         for hi in range(at, len(ordered)):
-            fits = max(budget // ordered[hi].size, 1)
+            fits = max(min(budget // ordered[hi].size, self._rows(ordered[hi].size)), 1)
             lo = max(hi + 1 - fits, 0)
             if lo > at:
                 break
@@ -299,13 +303,24 @@ class Batcher:
                 best = (lo, hi)
         return ordered[best[0] : best[1] + 1]
 
+    def _rows(self, size: int) -> int:
+        """The most rows a batch of sources up to size tokens may have within memory_tokens.
+
+        A translator's working memory grows with rows x (source + output) tokens (the
+        decoder keeps every step's keys and values for every row), so at a long output
+        length a batch of short sources is what costs gigabytes, not its source tokens.
+        """
+        if not self.memory_tokens:
+            return 1 << 30
+        return max(self.memory_tokens // (size + self.out_tokens), 1)
+
     def _fill(self, batch: list[Item], lanes: list[deque[Item]], budget: int) -> None:
         """Add lower-priority segments, in priority then arrival order, while they fit."""
         longest = max(item.size for item in batch)
         for lane in lanes:
             for item in self._window(lane):
                 size = max(longest, item.size)
-                if (len(batch) + 1) * size <= budget:
+                if (len(batch) + 1) * size <= budget and len(batch) < self._rows(size):
                     batch.append(item)
                     longest = size
                 elif item.size <= longest:

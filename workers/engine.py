@@ -105,6 +105,7 @@ class Engine:
         parallel_batches: int = 0,
         max_loaded: int = 2,
         batch_tokens: int = 4096,
+        batch_memory_tokens: int = 0,
         batch_wait_s: float = 0.05,
         max_decoding_length: int = 256,
         min_decoding_length: int = 0,
@@ -122,6 +123,8 @@ class Engine:
         )
         self.max_loaded = max(1, max_loaded)
         self.batch_tokens = batch_tokens
+        self.batch_memory_tokens = batch_memory_tokens
+        """Rows x (longest source + output length) per batch at most (0: no bound)."""
         self.batch_wait_s = batch_wait_s
         self.options = {
             "beam_size": beam_size,
@@ -309,6 +312,7 @@ class Engine:
             source,
             target,
             budget=self.batch_tokens,
+            memory_tokens=self.batch_memory_tokens,
             wait_s=self.batch_wait_s,
             options=options,
             suffix=source_suffix(found.path),

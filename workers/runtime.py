@@ -110,6 +110,7 @@ def build_engine(settings: Settings) -> Engine:
         parallel_batches=settings.parallel_batches,
         max_loaded=settings.max_loaded_models,
         batch_tokens=settings.batch_tokens,
+        batch_memory_tokens=settings.batch_memory_tokens,
         batch_wait_s=settings.batch_wait_ms / 1000,
         max_decoding_length=settings.max_decoding_length,
         min_decoding_length=settings.min_decoding_length,

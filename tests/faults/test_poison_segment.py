@@ -27,6 +27,7 @@ POISON = "ba " * 550
 ENV = {
     "STAPEL_MAX_INPUT_TOKENS": "4096",
     "STAPEL_BATCH_TOKENS": "300000",  # a batch of up to 37k padded tokens when work runs out
+    "STAPEL_BATCH_MEMORY_TOKENS": "0",  # and no bound on its rows: all four jobs in it
     "STAPEL_BATCH_WAIT_MS": "1000",
 }
 

@@ -237,3 +237,25 @@ def test_the_last_work_is_shared_between_free_threads(model_root):
     collect(request)
     assert sorted(map(len, recording.batches)) == [4, 4]
     assert gate.most_inside == 2
+
+
+def test_memory_bound_cuts_rows_by_source_plus_output_and_keeps_the_output(model_root):
+    """At a long output length, many short sources are what cost memory: the batch's rows
+    are bounded by memory_tokens / (longest source + output), the translations unchanged."""
+    texts = [f"word {i} {'y ' * (i % 4)}" for i in range(40)]
+    free = Engine(model_root, max_decoding_length=12, batch_tokens=10_000, batch_wait_s=0.5)
+    bounded = Engine(
+        model_root,
+        max_decoding_length=12,
+        batch_tokens=10_000,
+        batch_wait_s=0.5,
+        batch_memory_tokens=200,
+    )
+    expected = free.translate("en-de", texts)
+    assert free.model("en-de").batcher.stats.batches == 1
+    batcher = bounded.model("en-de").batcher
+    shortest = min(len(batcher._encode([t])[0]) for t in texts)  # with the suffix
+    assert bounded.translate("en-de", texts) == expected
+    most_rows = 200 // (shortest + 12)  # what a batch of the shortest sources may hold
+    assert batcher.stats.batches >= -(-len(texts) // most_rows) > 1
+    assert batcher.stats.segments == len(texts)
