@@ -11,6 +11,7 @@
   const FAST_MS = 2000;
   const SLOW_MS = 10000;
   const PAGE = 20;
+  const PREVIEW = 200; // segments shown per document in the preview
   const ACTIVE = new Set(["queued", "running"]);
   const MESSAGES = {
     unauthorized: "This API key was not accepted. Check it, or ask for a new one.",
@@ -42,6 +43,9 @@
     order: [],
     cursor: null,
     timer: null,
+    busy: false,
+    again: false,
+    generation: 0, // bumped at each sign-in and sign-out: late answers are dropped
     waitUntil: 0,
     files: [],
   };
@@ -93,6 +97,7 @@
 
   // --- signing in and out ---------------------------------------------------------
   async function signIn(key) {
+    state.generation += 1;
     state.key = key;
     const response = await api("/v1/languages");
     const pairs = (await response.json()).pairs;
@@ -113,6 +118,7 @@
   }
 
   function signOut(reason) {
+    state.generation += 1;
     sessionStorage.removeItem(KEY);
     state.key = null;
     clearTimeout(state.timer);
@@ -235,31 +241,48 @@
     state.timer = setTimeout(refresh, wait);
   }
 
+  // One refresh at a time: a call while one runs asks for another right after it.
   async function refresh() {
     clearTimeout(state.timer);
     if (!state.key) return;
+    if (state.busy) {
+      state.again = true;
+      return;
+    }
     if (document.hidden) {
       state.timer = setTimeout(refresh, SLOW_MS);
       return;
     }
+    const generation = state.generation;
+    state.busy = true;
     try {
       const response = await api(`/v1/jobs?limit=${PAGE}`);
       const body = await response.json();
+      if (generation !== state.generation) return; // signed out meanwhile
       merge(body.jobs, state.order.length <= PAGE ? body.next_cursor : state.cursor, true);
-      await readProgress();
+      await readProgress(generation);
       show($("jobs-error"), "");
     } catch (err) {
       if (state.key) show($("jobs-error"), err.readable || String(err));
+    } finally {
+      state.busy = false;
+    }
+    if (state.again || generation !== state.generation) {
+      state.again = false;
+      refresh(); // asked for meanwhile, or signed in again: read afresh
+      return;
     }
     schedule();
   }
 
-  async function readProgress() {
-    for (const entry of state.jobs.values()) {
+  async function readProgress(generation) {
+    for (const entry of [...state.jobs.values()]) {
       if (entry.final && entry.docs) continue;
       try {
         const response = await api(`/v1/jobs/${encodeURIComponent(entry.job.id)}/documents`);
-        entry.docs = await response.json();
+        const docs = await response.json();
+        if (generation !== state.generation) return;
+        entry.docs = docs;
         entry.final = !ACTIVE.has(entry.docs.status);
         entry.job = Object.assign({}, entry.job, {
           status: entry.docs.status, segments_done: entry.docs.segments_done,
@@ -304,7 +327,7 @@
       const response = await api(`/v1/jobs?limit=${PAGE}&cursor=${encodeURIComponent(state.cursor)}`);
       const body = await response.json();
       merge(body.jobs, body.next_cursor, false);
-      await readProgress();
+      await readProgress(state.generation);
     } catch (err) {
       show($("jobs-error"), err.readable || String(err));
     }
@@ -359,6 +382,8 @@
     node.querySelector(".download-all").textContent =
       job.documents_total > 1 ? "Download all (zip)" : "Download";
     node.querySelector(".download-all").hidden = job.status === "failed";
+    node.querySelector(".partial").textContent =
+      ACTIVE.has(job.status) ? "Show result so far" : "Show result";
     if (docs) renderDocuments(entry);
   }
 
@@ -461,12 +486,18 @@
         h.textContent = doc.id || "document";
         const ol = document.createElement("ol");
         ol.className = "segments";
-        for (const target of doc.segments) {
+        for (const target of doc.segments.slice(0, PREVIEW)) {
           const li = document.createElement("li");
           li.textContent = target === null ? "—" : target;
           ol.append(li);
         }
         box.append(h, ol);
+        if (doc.segments.length > PREVIEW) {
+          const more = document.createElement("p");
+          more.className = "help";
+          more.textContent = `The first ${PREVIEW} of ${doc.segments.length} segments; download the file for all.`;
+          box.append(more);
+        }
       }
       box.hidden = false;
     } catch (err) {
