@@ -59,7 +59,9 @@
     }
     get readable() {
       const hint = MESSAGES[this.code];
-      return hint ? `${hint} (${this.message})` : `${this.message} (${this.code})`;
+      return hint
+        ? `${hint} ${this.message} (code: ${this.code})`
+        : `${this.message} (code: ${this.code})`;
     }
   }
 
@@ -492,6 +494,16 @@
           ol.append(li);
         }
         box.append(h, ol);
+        if (doc.errors && doc.errors.length) {
+          const failed = document.createElement("ul");
+          failed.className = "error";
+          for (const e of doc.errors) {
+            const li = document.createElement("li");
+            li.textContent = `Segment ${e.segment + 1} failed: ${e.message} (${e.code})`;
+            failed.append(li);
+          }
+          box.append(failed);
+        }
         if (doc.segments.length > PREVIEW) {
           const more = document.createElement("p");
           more.className = "help";

@@ -131,6 +131,23 @@ def test_sign_in_upload_watch_download_cancel(
     expect(page.locator("#workspace")).to_be_visible()
     expect(page.get_by_label("Language pair")).to_contain_text("en → de")
     page.get_by_label("Language pair").select_option("en-de")
+    dropped = page.evaluate_handle(
+        """() => { const dt = new DataTransfer();
+        dt.items.add(new File(["Hello.\\n"], "dropped.txt", {type: "text/plain"}));
+        return dt; }"""
+    )
+    page.dispatch_event("#drop", "drop", {"dataTransfer": dropped})
+    expect(page.locator("#file-list li")).to_have_count(1)
+    expect(page.locator("#file-list")).to_contain_text("dropped.txt")
+    page.get_by_role("button", name="Remove dropped.txt").click()
+    expect(page.locator("#file-list li")).to_have_count(0)
+    page.locator("#files").set_input_files(
+        [{"name": "scan.pdf", "mimeType": "application/pdf", "buffer": b"%PDF-1.4"}]
+    )
+    page.get_by_role("button", name="Translate", exact=True).click()
+    expect(page.locator("#send-error")).to_contain_text("cannot be translated")
+    expect(page.locator("#send-error")).to_contain_text("unsupported_file_type")
+    page.get_by_role("button", name="Remove scan.pdf").click()
     job = user.upload([("ui.xlf", "application/xliff+xml", XLIFF12), ("app.po", "text/x-po", PO)])
     card = user.job(job["id"])
     expect(card.locator(".job-progress")).to_have_attribute(
