@@ -1,9 +1,9 @@
 // Stapel's page: a client of /v1 like any other. The API key lives in this tab's
 // sessionStorage and travels only in the Authorization header; no cookie, no key in
-// a URL. Polling is bounded: one list read per tick, plus one progress read per job
-// that still moves (finished jobs are read once), ticks 2 s apart while something
-// runs and 10 s when nothing does, none while the tab is hidden, and a 429 waits
-// for its Retry-After.
+// a URL. Polling is bounded: one list read per tick, plus a progress read per job
+// that still moves (finished jobs are read once; at most 10 a tick), ticks 2 s
+// apart while something runs and 10 s when nothing does, none while the tab is
+// hidden, and a 429 waits for its Retry-After.
 "use strict";
 
 (function () {
@@ -11,6 +11,7 @@
   const FAST_MS = 2000;
   const SLOW_MS = 10000;
   const PAGE = 20;
+  const READS_PER_TICK = 10;
   const PREVIEW = 200; // segments shown per document in the preview
   const ACTIVE = new Set(["queued", "running"]);
   const MESSAGES = {
@@ -277,9 +278,14 @@
     schedule();
   }
 
+  // At most READS_PER_TICK progress reads per tick, the longest unread first.
   async function readProgress(generation) {
-    for (const entry of [...state.jobs.values()]) {
-      if (entry.final && entry.docs) continue;
+    const due = [...state.jobs.values()]
+      .filter((e) => !(e.final && e.docs))
+      .sort((a, b) => (a.readAt || 0) - (b.readAt || 0))
+      .slice(0, READS_PER_TICK);
+    for (const entry of due) {
+      entry.readAt = Date.now();
       try {
         const response = await api(`/v1/jobs/${encodeURIComponent(entry.job.id)}/documents`);
         const docs = await response.json();
