@@ -12,6 +12,7 @@
   const SLOW_MS = 10000;
   const PAGE = 20;
   const READS_PER_TICK = 10;
+  const USAGE_MS = 30000;
   const PREVIEW = 200; // segments shown per document in the preview
   const ACTIVE = new Set(["queued", "running"]);
   const MESSAGES = {
@@ -48,6 +49,7 @@
     again: false,
     generation: 0, // bumped at each sign-in and sign-out: late answers are dropped
     waitUntil: 0,
+    usageAt: 0,
     files: [],
   };
 
@@ -131,6 +133,8 @@
     state.files = [];
     $("job-list").replaceChildren();
     $("file-list").replaceChildren();
+    show($("usage"), "");
+    state.usageAt = 0;
     $("workspace").hidden = true;
     $("logout").hidden = true;
     $("signin").hidden = false;
@@ -224,6 +228,7 @@
       const job = await response.json();
       state.files = [];
       renderFiles();
+      state.usageAt = 0;
       show($("send-status"), `Job ${job.id.slice(0, 8)} accepted: ${job.segments_total} segments.`);
       refresh();
     } catch (err) {
@@ -264,6 +269,7 @@
       if (generation !== state.generation) return; // signed out meanwhile
       merge(body.jobs, state.order.length <= PAGE ? body.next_cursor : state.cursor, true);
       await readProgress(generation);
+      if (Date.now() - state.usageAt > USAGE_MS) await readUsage();
       show($("jobs-error"), "");
     } catch (err) {
       if (state.key) show($("jobs-error"), err.readable || String(err));
@@ -276,6 +282,15 @@
       return;
     }
     schedule();
+  }
+
+  // The tenant's quotas: jobs in flight and segments today, read every 30 s at most.
+  async function readUsage() {
+    state.usageAt = Date.now();
+    const usage = await (await api("/v1/usage")).json();
+    const of = (n, limit) => (limit === null ? `${n}` : `${n} of ${limit}`);
+    show($("usage"), `Jobs in flight: ${of(usage.jobs_in_flight, usage.jobs_in_flight_limit)}` +
+      ` · segments today: ${of(usage.segments_today, usage.segments_limit)}`);
   }
 
   // At most READS_PER_TICK progress reads per tick, the longest unread first.

@@ -150,6 +150,7 @@ def test_sign_in_upload_watch_download_cancel(
     page.get_by_role("button", name="Remove scan.pdf").click()
     job = user.upload([("ui.xlf", "application/xliff+xml", XLIFF12), ("app.po", "text/x-po", PO)])
     card = user.job(job["id"])
+    expect(page.locator("#usage")).to_contain_text("Jobs in flight:")
     expect(card.locator(".job-progress")).to_have_attribute(
         "data-percent", "100", timeout=DEADLINE_MS
     )
