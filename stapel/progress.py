@@ -64,6 +64,9 @@ def documents(session: Session, job: Job) -> list[DocumentProgress]:
         .where(Document.job_id == job.id)
         .order_by(Document.idx)
     ).all()
+    if not docs:
+        session.rollback()
+        return []
     chunks = session.execute(
         select(Chunk.first_segment, Chunk.end_segment, Chunk.done)
         .where(Chunk.job_id == job.id)

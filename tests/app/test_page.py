@@ -151,3 +151,12 @@ def test_zip_of_several_documents_is_streamed_and_holds_each_file(app, client, a
     assert archive.namelist() == ["app.po", "subs.srt", "b.srt"]
     one = client.get(f"/v1/jobs/{job_id}/result?format=file&document=1", headers=auth)
     assert archive.read("subs.srt") == one.get_data()
+
+
+def test_a_job_of_plain_segments_is_one_text_document(client, auth):
+    body = {"source_lang": "en", "target_lang": "de", "segments": ["a.", "b.", "c.", "d."]}
+    job_id = client.post("/v1/jobs", json=body, headers=auth).get_json()["id"]
+    got = client.get(f"/v1/jobs/{job_id}/documents", headers=auth).get_json()["documents"]
+    assert [(d["index"], d["name"], d["format"], d["segments_total"]) for d in got] == [
+        (0, None, "txt", 4)
+    ]
