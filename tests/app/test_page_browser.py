@@ -83,6 +83,8 @@ class Session:
         self.page = self.context.new_page()
         self.requests: list = []
         self.page.on("request", lambda request: self.requests.append(request))
+        self.console: list[str] = []
+        self.page.on("console", lambda message: self.console.append(message.text))
         self.page.goto(url + "/")
 
     def sign_in(self, key: str) -> None:
@@ -192,6 +194,7 @@ def test_sign_in_upload_watch_download_cancel(
     ids = [li.get_attribute("data-job-id") for li in page.locator("li.job").all()]
     assert ids == [long_job["id"], job["id"]], "newest first"
     assert user.context.cookies() == [], "the page sets no cookie"
+    assert not [m for m in user.console if "Content Security Policy" in m], user.console
     for request in user.requests:
         assert request.url.startswith(server.url), f"third-party request {request.url}"
         assert api_key not in request.url, "the key never goes in a URL"
