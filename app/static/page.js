@@ -244,8 +244,13 @@
     clearTimeout(state.timer);
     if (!state.key) return;
     const moving = [...state.jobs.values()].some((e) => ACTIVE.has(e.job.status));
-    const wait = Math.max(moving ? FAST_MS : SLOW_MS, state.waitUntil - Date.now());
-    show($("poll-state"), moving ? "Updating every 2 seconds." : "Updating every 10 seconds.");
+    const held = state.waitUntil - Date.now();
+    const wait = Math.max(moving ? FAST_MS : SLOW_MS, held);
+    if (held > 0) {
+      show($("poll-state"), `Rate limit reached: next update in ${Math.ceil(held / 1000)} s.`);
+    } else {
+      show($("poll-state"), moving ? "Updating every 2 seconds." : "Updating every 10 seconds.");
+    }
     state.timer = setTimeout(refresh, wait);
   }
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from app import create_app
 from tests.factories import sentences
 from tests.formats.samples import PO, XLIFF12
 from tests.observability.test_flower_e2e import chromium  # noqa: F401 (a fixture)
@@ -239,3 +240,19 @@ def test_upload_watch_download_cancel(browser, server, worker, api_key, artifact
     assert page.locator("li.job").count() == 0
     page.reload()
     expect(page.locator("#signin")).to_be_visible()
+
+
+def test_the_rate_limit_is_shown_and_waited_for(browser, settings_overrides, api_key):
+    expect = playwright_api.expect
+    limited = create_app({**settings_overrides, "rate_read": "3/minute"})
+    with ServerThread(limited) as srv:
+        user = Session(browser, srv.url)
+        user.sign_in(api_key)  # languages, the job list, usage: the 3 reads of the minute
+        expect(user.page.locator("#workspace")).to_be_visible()
+        expect(user.page.locator("#jobs-error")).to_contain_text(
+            "rate_limited", timeout=DEADLINE_MS
+        )
+        expect(user.page.locator("#poll-state")).to_contain_text("Rate limit reached")
+        held = [r for r in user.requests if "/v1/" in r.url]
+        assert len(held) == 4, [r.url for r in held]
+    limited.extensions["stapel"].engine.dispose()
