@@ -9,6 +9,7 @@ from app import cli, compat
 from app.api import errors, health, v1
 from app.api.openapi import docs
 from app.limits import init_limits
+from app.page import page
 from app.web import Stapel, assign_request_id, close_session, echo_request_id, request_context
 from stapel import logs
 from stapel.broker import make_celery
@@ -48,6 +49,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.register_blueprint(v1)
     app.register_blueprint(health)
     app.register_blueprint(docs)
+    app.register_blueprint(page)
     cli.register(app)
     init_limits(app, settings.redis_url, settings.rate_submit, settings.rate_read)
     compat.register(app)

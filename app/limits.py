@@ -2,9 +2,11 @@
 
 Flask-Limiter with its Redis storage, fixed windows. Submissions (POST /v1/jobs and
 cancel) share one limit per tenant (STAPEL_RATE_SUBMIT), every other /v1 read shares
-another (STAPEL_RATE_READ); all keys of a tenant count together, so a second key buys
-no second share. Probes, /metrics, the OpenAPI document and /docs have none. The
-limit is checked once the key is authenticated (the /v1 blueprint sets g.tenant_id
+another (STAPEL_RATE_READ), and so does loading the page at `/` (keyed by address, as
+it carries no key; all the page then does is /v1 calls, counted as any client's). All
+keys of a tenant count together, so a second key buys no second share. Probes,
+/metrics, the OpenAPI document, /docs and the page's static files have none. The limit
+is checked once the key is authenticated (the /v1 blueprint sets g.tenant_id
 first), so it is keyed by the tenant's id and no key reaches Redis.
 When Redis is unreachable the limiter fails open: the request is served and a warning
 logged; the submission path itself then answers 503 (its quota and queue need Redis).
@@ -22,6 +24,8 @@ log = logging.getLogger(__name__)
 
 SUBMIT_ENDPOINTS = ("v1.create_job", "v1.cancel_job")
 """Endpoints counted against the submission limit; all other v1 endpoints are reads."""
+LIMITED = ("v1.", "page.")
+"""Endpoint prefixes under the limits: the API and the page (which counts as a read)."""
 OFF = ("off", "none", "0")
 """Values of STAPEL_RATE_* that turn the limit off."""
 
@@ -49,7 +53,7 @@ def init_limits(app: Flask, redis_url: str, submit: str, read: str) -> Limiter:
     app.extensions["stapel_limiter"] = limiter
     logging.getLogger("flask-limiter").addFilter(_warn_once_per_error)
     for endpoint, view in list(app.view_functions.items()):
-        if endpoint.startswith("v1."):
+        if endpoint.startswith(LIMITED):
             scope, value = ("submit", submit) if endpoint in SUBMIT_ENDPOINTS else ("read", read)
             if value.strip().lower() not in OFF:
                 app.view_functions[endpoint] = limiter.shared_limit(value, scope=scope)(view)

@@ -236,7 +236,9 @@ def _file(session, job: Job, document: str | None, headers: dict) -> Response:
                 "document must be a document index (0, 1, ...)", code="invalid_format"
             )
         rendered = results.render(session, job, int(document))
-    response = Response(rendered.content, mimetype=rendered.media_type, headers=headers)
+    content = rendered.content
+    body = content if isinstance(content, bytes) else stream_with_context(content)
+    response = Response(body, mimetype=rendered.media_type, headers=headers)
     response.headers.set("Content-Disposition", "attachment", filename=rendered.filename)
     return response
 

@@ -100,6 +100,37 @@ JOB = {
         },
     },
 }
+PROGRESS = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "status": JOB["properties"]["status"],
+        "segments_total": {"type": "integer"},
+        "segments_done": {"type": "integer"},
+        "pace": {
+            "type": "object",
+            "properties": {
+                k: {"type": "number", "nullable": True}
+                for k in ("elapsed_s", "rate_per_s", "remaining_s")
+            },
+        },
+        "documents": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "index": {"type": "integer"},
+                    "name": {"type": "string", "nullable": True},
+                    "format": {"type": "string"},
+                    "segments_total": {"type": "integer"},
+                    "segments_done": {"type": "integer"},
+                    "segments_failed": {"type": "integer"},
+                    "links": {"type": "object", "properties": {"file": {"type": "string"}}},
+                },
+            },
+        },
+    },
+}
 JOB_REQUEST = {
     "type": "object",
     "required": ["source_lang", "target_lang"],
@@ -412,6 +443,14 @@ def _v1() -> dict:
                     ],
                 )
             },
+            "/v1/jobs/{job_id}/documents": {
+                "get": _op(
+                    "Progress by document (segments ended of total, failed) and the job's "
+                    "pace on the database clock: elapsed_s, rate_per_s, remaining_s",
+                    {"200": _json(PROGRESS, "The documents in order"), **_errors(404)},
+                    parameters=[JOB_ID],
+                )
+            },
             "/v1/jobs/{job_id}/cancel": {
                 "post": _op(
                     "Cancel a queued or running job",
@@ -448,6 +487,13 @@ def _v1() -> dict:
                             "Available pairs",
                         )
                     },
+                )
+            },
+            "/": {
+                "get": _op(
+                    "The page for people who send work (sign in with a key; it calls /v1)",
+                    {"200": {"description": "HTML", "content": {"text/html": {}}}},
+                    auth=False,
                 )
             },
             "/v1/openapi.json": {

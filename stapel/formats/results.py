@@ -1,4 +1,5 @@
-"""A job's documents rebuilt in their own formats: one file, or several as a zip.
+"""A job's documents rebuilt in their own formats: one file, or several as a zip
+streamed entry by entry.
 
 A segment not translated yet (a running job) stays as it was in its document: the
 source text, or no target in XLIFF and no msgstr in PO. Documents sent as .txt or JSON
@@ -7,8 +8,8 @@ come back as text, one segment per line.
 
 from __future__ import annotations
 
-import io
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -26,7 +27,8 @@ class Rendered:
 
     filename: str
     media_type: str
-    content: bytes
+    content: bytes | Iterator[bytes]
+    """The file's bytes, or (a zip of several) its bytes as they are made."""
 
 
 def _documents(session: Session, job: Job) -> list:
@@ -96,18 +98,51 @@ def _render(session: Session, job: Job, doc) -> Rendered:
 
 
 def files(session: Session, job: Job) -> Rendered:
-    """The job's documents: the one file itself, or a zip of all of them."""
+    """The job's documents: the one file itself, or a zip of all of them, streamed."""
     documents = _documents(session, job)
+    session.rollback()
     if len(documents) == 1:
         return _render(session, job, documents[0])
-    out = io.BytesIO()
+    return Rendered(f"{job.id}.zip", "application/zip", _zip(session, job, documents))
+
+
+class _Pipe:
+    """A write-only file whose bytes are taken away as they come (zipfile streams to it)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        out, self.parts = b"".join(self.parts), []
+        return out
+
+
+def _zip(session: Session, job: Job, documents: list) -> Iterator[bytes]:
+    """Yield a zip of the documents, one rendered document in memory at a time.
+
+    The pipe cannot seek, so zipfile writes each entry's sizes after its data (a data
+    descriptor), and the archive goes out entry by entry instead of being built whole.
+    """
+    pipe = _Pipe()
     seen: set[str] = set()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(pipe, "w", zipfile.ZIP_DEFLATED) as archive:
         for doc in documents:
             rendered = _render(session, job, doc)
             name = rendered.filename
             if name in seen:
                 name = f"{doc.idx + 1}-{name}"
             seen.add(name)
+            assert isinstance(rendered.content, bytes)
             archive.writestr(name, rendered.content)
-    return Rendered(f"{job.id}.zip", "application/zip", out.getvalue())
+            yield pipe.take()
+    yield pipe.take()

@@ -85,3 +85,14 @@ def test_the_defaults_take_a_burst_of_500_small_jobs_from_one_tenant(make_app):
     ]
     assert codes == [202] * 500
     assert client.get("/v1/jobs?limit=1", headers=acme).status_code == 200
+
+
+def test_the_page_counts_as_a_read_and_its_files_do_not(make_app):
+    app = make_app(rate_read="2/minute")
+    client = app.test_client()
+    for _ in range(2):
+        assert client.get("/").status_code == 200
+    refused = client.get("/")
+    assert refused.status_code == 429 and refused.get_json()["error"]["code"] == "rate_limited"
+    for _ in range(4):
+        assert client.get("/static/page.js").status_code == 200
