@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import stapel.formats.inline as inline
 from stapel.formats.base import Limits, Options, decode_utf8
@@ -74,7 +74,13 @@ def merge(
     """Return the document with the translations spliced in."""
     bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
     text = decode_utf8(data)
-    found = units(text)
+    merged = splice(text, units(text), targets)
+    return (bom + merged).encode() if merged != text else data
+
+
+def splice(text: str, found: Sequence[Unit], targets: Sequence[str | None]) -> str:
+    """Return text with each unit's translation in its place (stapel.formats.fragments
+    uses it for the markup of a request's texts too)."""
     tags: dict[int, str] = {}
     runs: list[tuple[Run, str]] = []
     for unit, target in zip(found, targets, strict=False):
@@ -87,7 +93,7 @@ def merge(
     edits = _edits(text, runs, tags)
     for start, end, new in sorted(edits, reverse=True):
         text = text[:start] + new + text[end:]
-    return (bom + text).encode() if edits else data
+    return text
 
 
 def _edits(
