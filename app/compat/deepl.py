@@ -111,13 +111,13 @@ def _markup() -> Markup | None:
         raise ValidationError("Value for 'tag_handling' not supported.", code="invalid_format")
     ignore = _tags("ignore_tags")
     if kind == "html":
-        for name in XML_ONLY:
-            if p.values(name) not in ([], [None]):
-                raise ValidationError(
-                    f"'{name}' is supported with tag_handling=xml only; HTML is split by "
-                    "its own block elements",
-                    code="invalid_request",
-                )
+        given = [n for n in XML_ONLY if p.value(n) not in (None, "", [])]
+        if given:
+            raise ValidationError(
+                f"'{given[0]}' is supported with tag_handling=xml only; HTML is split by "
+                "its own block elements",
+                code="invalid_request",
+            )
         return Markup("html", ignore)
     outline = (p.text("outline_detection") or "1").lower()
     if outline not in OUTLINE:

@@ -6,7 +6,8 @@ HTML, stapel.formats.xmlfragment for XML) into segments whose inline tags are ma
 places the markers by alignment, workers/markup.py), and `Fragment.rebuild` splices
 the translations into the original text (stapel.formats.html.splice). Tags, attributes
 (alt and title included) and ignored elements keep their bytes, and the result nests as
-the source did. Whitespace inside a translated run becomes single spaces.
+the source did. Whitespace inside an HTML run becomes single spaces (HTML's own rule);
+an XML run keeps its line breaks.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class Fragment:
         """Return the text with the segments' translations (in order) in place."""
         if self.units is None:
             return targets[0] if targets else self.text
-        return html.splice(self.text, self.units, targets)
+        return html.splice(self.text, self.units, targets, self.segments)
 
 
 def parse(text: str, markup: Markup | None) -> Fragment:
@@ -73,9 +74,7 @@ def parse(text: str, markup: Markup | None) -> Fragment:
         keep = frozenset(t.lower() for t in markup.ignore)
         # Attributes stay as sent (a document's alt and title are translated, not these).
         found = [u for u in htmlruns.units(text, keep) if isinstance(u, htmlruns.Run)]
-    else:
-        rules = xmlfragment.Rules(
-            markup.ignore, markup.splitting, markup.non_splitting, markup.outline
-        )
-        found = list(xmlfragment.units(text, rules))
-    return Fragment(text, [html.segment(u) for u in found], found)
+        return Fragment(text, [html.segment(u) for u in found], found)
+    rules = xmlfragment.Rules(markup.ignore, markup.splitting, markup.non_splitting, markup.outline)
+    found = xmlfragment.units(text, rules)
+    return Fragment(text, [xmlfragment.segment(u) for u in found], found)

@@ -78,13 +78,21 @@ def merge(
     return (bom + merged).encode() if merged != text else data
 
 
-def splice(text: str, found: Sequence[Unit], targets: Sequence[str | None]) -> str:
-    """Return text with each unit's translation in its place (stapel.formats.fragments
-    uses it for the markup of a request's texts too)."""
+def splice(
+    text: str,
+    found: Sequence[Unit],
+    targets: Sequence[str | None],
+    sources: Sequence[str] | None = None,
+) -> str:
+    """Return text with each unit's translation in its place.
+
+    A unit whose target equals its source segment (`sources`, default `segment`'s) keeps
+    its bytes. stapel.formats.fragments splices a request's texts with it too.
+    """
     tags: dict[int, str] = {}
     runs: list[tuple[Run, str]] = []
-    for unit, target in zip(found, targets, strict=False):
-        if target is None or target == segment(unit):
+    for n, (unit, target) in enumerate(zip(found, targets, strict=False)):
+        if target is None or target == (sources[n] if sources else segment(unit)):
             continue
         if isinstance(unit, Attr):
             _patched_tag(text, unit, inline.strip(target), tags)

@@ -15,7 +15,8 @@ empty `<x id="3"></x>` that Weblate looks for verbatim). Each element is one of:
 - inline: a paired code (an empty element a standalone one) inside its run.
 
 Elements named in `non_splitting_tags` are never boundaries by outline detection.
-Comments, processing instructions and CDATA sections are standalone codes.
+Comments, processing instructions and CDATA sections are standalone codes. A run's
+whitespace is kept as sent (only its ends are trimmed).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
+import stapel.formats.inline as inline
 from stapel.formats.base import FormatError, parse_xml
 from stapel.formats.htmlruns import Piece, Run
 
@@ -176,6 +178,13 @@ class _Runs:
         run, self.run, self.opened = self.run, Run(), []
         if any(p.kind == "text" and WORDS.search(p.text) for p in run.pieces):
             self.runs.append(run)
+
+
+def segment(run: Run) -> str:
+    """The run's text as a segment, codes as markers; unlike HTML's, its whitespace kept
+    (a line break between sentences stays one: the worker joins sentences with it)."""
+    parts = [p.text if p.kind == "text" else inline.marker(p.kind, p.number) for p in run.pieces]
+    return "".join(parts).strip(" \t\n\r\f")
 
 
 def units(text: str, rules: Rules) -> list[Run]:

@@ -64,6 +64,8 @@ def ignoring(kind: str, *tags: str, **options) -> Markup:
         ),
         ("A <!-- note --> &amp; <![CDATA[x<y]]> <?pi x?>e", XML, ["A <1/> & <2/> <3/>e"]),
         ("<x/>", XML, []),
+        ("  One.\n Two <b>x</b>. ", XML, ["One.\n Two <1>x</1>."]),  # XML keeps line breaks
+        ("  One.\n Two <b>x</b>. ", HTML, ["One. Two <1>x</1>."]),  # HTML collapses them
     ],
 )
 def test_segments(text, markup, segments):
@@ -171,6 +173,11 @@ def engine():
             XML,
             "<doc><p>Der alte Mann sieht den kleinen Hund.</p>"
             "<p>Die Frau liest ein <i>Buch</i>.</p></doc>",
+        ),
+        (
+            "The old man sees the small dog.\nThe woman reads a book.",
+            XML,
+            "Der alte Mann sieht den kleinen Hund.\nDie Frau liest ein Buch.",
         ),
     ],
 )
