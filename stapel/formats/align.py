@@ -9,7 +9,8 @@ linked to its source words (their first to their last), a standalone code (`<x/>
 `%s`) goes before the target word linked to the source word it precedes (or after the
 one linked to the word it follows). Codes that find no word stay at the nearest end of
 the sentence; none is ever dropped. The result nests properly whatever the alignment
-says: a code is clamped into its parent, and siblings that would cross are shortened.
+says: a code is clamped into its parent, siblings that would cross are shortened, and
+half of a pair whose other half is outside the segment never lands inside a span.
 docs/formats.md has the measured accuracy.
 """
 
@@ -171,8 +172,22 @@ def place(source: str, aligned: Aligned) -> str:
             events.append((at, 1, order, code.marker + close.marker))
             continue
         at = placer.point(code)
+        if code.kind != "point":  # half of a pair the segment does not hold whole
+            at = _outside(at, spans, code.kind)
         events.append((at, 1, order, _spaced(code, at, placer.target)))
     return _assemble(placer.target, events)
+
+
+def _outside(at: int, spans: list[_Span], kind: str) -> int:
+    """Move an unpaired open or close out of the spans it would fall inside.
+
+    Its other half lies outside the segment, so inside a span it would cross that span's
+    pair: an open goes to the outermost such span's start, a close to its end.
+    """
+    inside = [s for s in spans if s.start < at < s.end]
+    if not inside:
+        return at
+    return min(s.start for s in inside) if kind == "open" else max(s.end for s in inside)
 
 
 def _spaced(code: Code, at: int, text: str) -> str:
