@@ -221,11 +221,11 @@ class _Walker:
         if self.opened and self.opened[-1].tag == e.tag:
             opener = self.opened.pop()
             self.run.pieces.append(Piece(e.start, e.end, kind="close", number=opener.number))
-        else:
-            self._piece(e.start, e.end, "point")
+        else:  # opened before a block ended the run: half a pair, placed as such
+            self._piece(e.start, e.end, "close")
 
     def _piece(self, start: int, end: int, kind: str) -> Piece:
-        numbers = [p.number for p in self.run.pieces if p.kind in ("open", "point")]
+        numbers = [p.number for p in self.run.pieces if p.kind != "text"]
         piece = Piece(start, end, kind=kind, number=max(numbers, default=0) + 1)
         self.run.pieces.append(piece)
         return piece

@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from stapel.formats import htmlruns, inline
+from stapel.formats import align, htmlruns, inline
 from stapel.formats.base import FormatError
 from stapel.formats.fragments import Markup, parse
 from workers.engine import Engine
@@ -39,6 +39,8 @@ def ignoring(kind: str, *tags: str, **options) -> Markup:
         ("Run <code>ls -l</code> now.", HTML, ["Run <1/> now."]),
         ('Keep <x id="3"></x> it.', ignoring("html", "X"), ["Keep <1/> it."]),
         ("<br>", HTML, []),
+        # A block inside an inline element: each run holds half of <b>, as an open or close.
+        ("<b>x <i>y</i> a<div>b</div>c</b>", HTML, ["<1>x <2>y</2> a", "b", "c</1>"]),
         ("a &amp; b", HTML, ["a & b"]),
         (
             'Hello <x id="0"></x> world <b>big</b>!',
@@ -137,6 +139,48 @@ def test_a_rebuilt_xml_text_is_well_formed_with_every_tag_once(text, outline, ig
     etree.fromstring(f"<r>{out}</r>".encode())  # well-formed
     assert sorted(TAG.findall(out)) == sorted(TAG.findall(text))
     htmlruns.units(out)  # and it nests as HTML too
+
+
+@st.composite
+def html_fragments(draw, depth: int = 0) -> str:
+    """HTML with inline elements, blocks inside them (`<b>a<div>b</div></b>`) and `<br>`."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        choice = draw(st.integers(0, 3 if depth < 3 else 0))
+        if choice <= 1:
+            parts.append(draw(WORD))
+        elif choice == 2:
+            name = draw(st.sampled_from(["b", "i", "span", "div", "p"]))
+            parts.append(f'<{name} class="c">{draw(html_fragments(depth + 1))}</{name}>')
+        else:
+            parts.append("<br>")
+    return " ".join(parts)
+
+
+def placed_at_random(segment: str, data) -> str:
+    """The segment's codes placed by align.place for a shuffled translation and random
+    attention: any alignment the model could return."""
+    plain = inline.strip(segment)
+    words = plain.split()
+    target = data.draw(st.permutations(words)) if words else []
+    rows = [[data.draw(st.sampled_from([0.0, 0.0, 0.1, 0.6])) for _ in words] for _ in target]
+    aligned = align.Aligned(
+        " ".join(target), ["\u2581" + w for w in words], ["\u2581" + w for w in target], rows
+    )
+    return align.place(segment, aligned)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(fragments(), html_fragments()), st.data())
+def test_any_alignment_rebuilds_well_nested_markup(text, data):
+    kind = "html" if "<br>" in text or 'class="c"' in text else "xml"
+    fragment = parse(text, Markup(kind))
+    out = fragment.rebuild([placed_at_random(s, data) for s in fragment.segments])
+    note(f"{text!r} -> {out!r}")
+    assert sorted(TAG.findall(out)) == sorted(TAG.findall(text))
+    htmlruns.units(out)  # raises FormatError unless every element nests
+    if kind == "xml":
+        etree.fromstring(f"<r>{out}</r>".encode())
 
 
 @pytest.fixture(scope="module")

@@ -126,4 +126,4 @@ def test_half_of_a_pair_never_lands_inside_a_span():
     )
     source = "x " + tags("<1>y z</1> ") + inline.marker("open", 2) + "w"
     out = align.place(source, a)
-    assert inline.readable(out) == "T0 <2><1>T1 T2</1>"
+    assert inline.readable(out) == "T0 <1>T1 T2</1> <2>"
