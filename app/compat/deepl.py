@@ -149,7 +149,7 @@ def translate():
     target = _required("target_lang")
     _check_options()
     markup = _markup()
-    check_count(len(texts), status_413=True)
+    check_count(texts, status_413=True, markup=markup)
     source, target_code = _languages(target, params().text("source_lang"))
     done = translate_texts(texts, source, target_code, API, markup)
     return jsonify(

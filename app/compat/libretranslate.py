@@ -101,7 +101,7 @@ def translate():
     source, target = _pair(_required("source"), _required("target"))
     markup = _markup()
     alternatives = _alternatives()
-    check_count(len(texts), status_413=False)
+    check_count(texts, status_413=False, markup=markup)
     done = translate_texts(texts, source, target, API, markup)
     body: dict = {}
     if source is None:

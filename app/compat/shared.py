@@ -14,7 +14,7 @@ from app.api.uploads import parse_document
 from app.compat.languages import Catalog, catalog
 from app.web import db_session, stapel
 from stapel import detect, interactive
-from stapel.exceptions import TooLarge, Unauthorized, ValidationError
+from stapel.exceptions import StapelError, TooLarge, Unauthorized, ValidationError
 from stapel.formats import fragments, inline
 from stapel.formats.base import FormatError
 from stapel.formats.fragments import Fragment, Markup
@@ -50,14 +50,27 @@ def models() -> Catalog:
     return catalog(stapel().settings.model_root)
 
 
-def check_count(count: int, status_413: bool) -> None:
-    """Refuse a request of more texts than STAPEL_INTERACTIVE_MAX_ITEMS (400 or 413)."""
-    most = stapel().settings.interactive_max_items
-    if count > most:
-        message = f"{count} texts in one request; the limit is {most}"
-        if status_413:
-            raise TooLarge(message, code="too_many_segments")
-        raise ValidationError(message, code="too_many_segments")
+def check_count(texts: list[str], status_413: bool, markup: Markup | None = None) -> None:
+    """Refuse a request of more texts than STAPEL_INTERACTIVE_MAX_ITEMS (400 or 413).
+
+    Texts with markup may each be longer than a segment (their parts are the segments);
+    together they may hold what that many segments can: a request with tags is never
+    more work than the largest plain one.
+    """
+    settings = stapel().settings
+    most = settings.interactive_max_items
+    if len(texts) > most:
+        raise _too_much(f"{len(texts)} texts in one request; the limit is {most}", status_413)
+    chars, limit = sum(len(t) for t in texts), most * settings.max_segment_chars
+    if markup is not None and chars > limit:
+        message = f"the texts hold {chars} characters with their tags; the limit is {limit}"
+        raise _too_much(message, status_413)
+
+
+def _too_much(message: str, status_413: bool) -> StapelError:
+    if status_413:
+        return TooLarge(message, code="too_many_segments")
+    return ValidationError(message, code="too_many_segments")
 
 
 def spec(source: str, target: str, texts: list[object]) -> JobSpec:

@@ -88,6 +88,13 @@ CASES = [
     lt(
         "/translate",
         400,
+        "the texts hold 41 characters with their tags; the limit is 40",
+        json={**Q, "q": ["<p>" + "a" * 34 + "</p>"], "format": "html"},
+        overrides={"interactive_max_items": 2, "max_segment_chars": 20},
+    ),
+    lt(
+        "/translate",
+        400,
         "reserved for Stapel's tag markers",
         json={**Q, "q": "a \ufdd01\ufdd3 b", "format": "html"},
     ),
@@ -188,6 +195,13 @@ CASES = [
         400,
         "'splitting_tags' is supported with tag_handling=xml only",
         json={**T, "tag_handling": "html", "splitting_tags": ["p"]},
+    ),
+    dl(
+        "/translate",
+        413,
+        "the texts hold 41 characters with their tags; the limit is 40",
+        json={**T, "text": ["<p>" + "a" * 34 + "</p>"], "tag_handling": "xml"},
+        overrides={"interactive_max_items": 2, "max_segment_chars": 20},
     ),
     dl(
         "/translate",
