@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from stapel import jobs
+from stapel import billing, jobs
 from stapel.exceptions import NotFound
 from stapel.interactive import Lane, bill, submit_on
 from stapel.jobs import JobSpec
@@ -54,7 +54,7 @@ def document_key(secret: str, job_id: str) -> str:
 def submit_document(lane: Lane, spec: JobSpec, api: str) -> tuple[Job, str]:
     """Submit an uploaded document as a job; return it and its document key."""
     spec.api = api
-    with bill(lane, (t for doc in spec.documents for t in doc.segments)):
+    with bill(lane, billing.characters(t for doc in spec.documents for t in doc.segments)):
         job = submit_on(lane, spec)
     secret = lane.session.scalar(select(Tenant.callback_secret).where(Tenant.id == lane.tenant_id))
     return job, document_key(secret or "", job.id)

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 from stapel import billing, jobs
 from stapel.broker import INTERACTIVE_PRIORITY
 from stapel.exceptions import Conflict, TranslationFailed, TranslationTimeout
+from stapel.formats import inline
 from stapel.jobs import JobSpec
 from stapel.presence import Room
 from stapel.settings import Settings
@@ -117,22 +118,26 @@ def wait_ended(
     return True
 
 
-def translate(lane: Lane, specs: list[JobSpec], api: str) -> list[list[str]]:
+def translate(
+    lane: Lane, specs: list[JobSpec], api: str, characters: int | None = None
+) -> list[list[str]]:
     """Translate each spec's one document as an interactive job; return their targets.
 
-    Bills the characters and charges the quotas like any submission (QuotaExceeded).
-    Raises TranslationTimeout (the jobs are cancelled) or TranslationFailed.
+    Bills characters (default: the segments', inline codes left out) and charges the
+    quotas like any submission (QuotaExceeded). Raises TranslationTimeout (the jobs are
+    cancelled) or TranslationFailed.
     """
-    texts = [t for spec in specs for doc in spec.documents for t in doc.segments]
-    with bill(lane, texts):
+    if characters is None:
+        segments = (t for spec in specs for doc in spec.documents for t in doc.segments)
+        characters = billing.characters(inline.strip(t) for t in segments)
+    with bill(lane, characters):
         job_ids = _submit_all(lane, specs, api)
     finish(lane, job_ids)
     return [targets(lane.session, lane.tenant_id, job_id) for job_id in job_ids]
 
 
-def bill(lane: Lane, texts: Iterable[str]) -> AbstractContextManager[None]:
-    """Bill the texts' characters for the block (stapel.billing), given back if it raises."""
-    count = billing.characters(texts)
+def bill(lane: Lane, count: int) -> AbstractContextManager[None]:
+    """Bill count characters for the block (stapel.billing), given back if it raises."""
     limit = lane.settings.quota_characters_per_day
     return billing.charge(lane.client, lane.tenant_id, count, limit=limit)
 

@@ -79,11 +79,20 @@ def at_edges(source: str, text: str) -> str:
     """Return text with source's codes around it: openings first, the rest at the end.
 
     For a segment translated in several pieces (cut to the model's input limit), whose
-    words cannot be aligned as one: no code is dropped, each stays at a boundary.
+    words cannot be aligned as one: no code is dropped, each stays at a boundary. The
+    pairs' closings come last opened first, so siblings (`<1>a</1> <2>b</2>`) nest
+    instead of crossing.
     """
     _plain, codes = inline.split(source)
-    moved = [
-        dataclasses.replace(code, offset=0 if code.kind == "open" else len(text)) for code in codes
+    order = {id(code): n for n, code in enumerate(codes)}
+    closing = {id(close): order[id(open_)] for open_, close in inline.pairs(codes).values()}
+    ends = sorted(
+        (code for code in codes if code.kind != "open"),
+        key=lambda code: (id(code) not in closing, -closing.get(id(code), 0), order[id(code)]),
+    )
+    starts = [code for code in codes if code.kind == "open"]
+    moved = [dataclasses.replace(code, offset=0) for code in starts] + [
+        dataclasses.replace(code, offset=len(text)) for code in ends
     ]
     return inline.join(text, moved)
 

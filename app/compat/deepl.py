@@ -1,7 +1,8 @@
 """The DeepL API v2 dialect, under /deepl/ (the `deepl` client's server_url, Weblate).
 
 `Authorization: DeepL-Auth-Key <key>` carries a Stapel API key. Text goes through the
-interactive lane (stapel.interactive); documents become jobs (stapel.compat_files);
+interactive lane (stapel.interactive), with `tag_handling=xml|html` its tags kept
+(stapel.formats.fragments); documents become jobs (stapel.compat_files);
 errors are `{"message": ...}` with DeepL's statuses, 456 for a used-up quota.
 """
 
@@ -14,19 +15,18 @@ from app.compat.errors import Dialect, install
 from app.compat.languages import deepl_source, deepl_targets, name, resolve
 from app.compat.params import params
 from app.compat.shared import (
-    Group,
     authenticate,
     check_count,
-    groups,
     lane,
-    merge,
     models,
-    spec,
+    translate_texts,
     upload_spec,
 )
 from app.web import db_session, stapel
 from stapel import billing, compat_files, interactive
 from stapel.exceptions import Unauthorized, Unavailable, ValidationError
+from stapel.formats import fragments
+from stapel.formats.fragments import Markup
 from stapel.tables import Document, Job
 
 API = "deepl"
@@ -35,6 +35,9 @@ QUOTA_CODES = ("quota_segments_per_day", "quota_characters_per_day")
 FORMALITY_IGNORED = ("default", "prefer_less", "prefer_more")
 """Formality values a model without formality may ignore, as DeepL does."""
 SPLIT_SENTENCES = ("0", "1", "nonewlines")
+XML_ONLY = ("splitting_tags", "non_splitting_tags", "outline_detection")
+"""Tag options that only XML tag handling has here."""
+OUTLINE = {"1": True, "true": True, "0": False, "false": False}
 
 
 def _status(status: int, code: str) -> int:
@@ -84,15 +87,6 @@ def _languages(target: str, source: str | None) -> tuple[str | None, str]:
 def _check_options() -> None:
     """Refuse the options Stapel cannot honour, naming them; the rest are accepted."""
     p = params()
-    tags = (p.text("tag_handling") or "").lower()
-    if tags in ("xml", "html"):
-        raise ValidationError(
-            f"tag_handling={tags} is not supported yet: Stapel's markup layer (document "
-            "formats) has not landed; send plain text without tag_handling",
-            code="invalid_format",
-        )
-    if tags:
-        raise ValidationError("Value for 'tag_handling' not supported.", code="invalid_format")
     formality = (p.text("formality") or "default").lower()
     if formality not in FORMALITY_IGNORED:
         raise ValidationError(
@@ -107,6 +101,43 @@ def _check_options() -> None:
         raise ValidationError("glossary_id: this server has no glossaries", code="invalid_request")
 
 
+def _markup() -> Markup | None:
+    """The request's tag_handling with its tag options (None: plain text)."""
+    p = params()
+    kind = (p.text("tag_handling") or "").lower()
+    if not kind:
+        return None
+    if kind not in fragments.KINDS:
+        raise ValidationError("Value for 'tag_handling' not supported.", code="invalid_format")
+    ignore = _tags("ignore_tags")
+    if kind == "html":
+        given = [n for n in XML_ONLY if p.value(n) not in (None, "", [])]
+        if given:
+            raise ValidationError(
+                f"'{given[0]}' is supported with tag_handling=xml only; HTML is split by "
+                "its own block elements",
+                code="invalid_request",
+            )
+        return Markup("html", ignore)
+    outline = (p.text("outline_detection") or "1").lower()
+    if outline not in OUTLINE:
+        raise ValidationError(
+            "Value for 'outline_detection' not supported.", code="invalid_request"
+        )
+    splitting, non_splitting = _tags("splitting_tags"), _tags("non_splitting_tags")
+    return Markup("xml", ignore, splitting, non_splitting, OUTLINE[outline])
+
+
+def _tags(name: str) -> frozenset[str]:
+    """A tag list option: a JSON list or repeated fields, each comma-separated."""
+    found: set[str] = set()
+    for value in params().values(name):
+        if not isinstance(value, str):
+            raise ValidationError(f"Parameter '{name}' must hold tag names.", code="invalid_type")
+        found.update(tag.strip() for tag in value.split(",") if tag.strip())
+    return frozenset(found)
+
+
 @dl.post("/v2/translate")
 def translate():
     """Translate text (one or many) into target_lang; source_lang given or detected."""
@@ -117,33 +148,22 @@ def translate():
         raise ValidationError("Parameter 'text' must hold strings.", code="invalid_type")
     target = _required("target_lang")
     _check_options()
-    check_count(len(texts), status_413=True)
+    markup = _markup()
+    check_count(texts, status_413=True, markup=markup)
     source, target_code = _languages(target, params().text("source_lang"))
-    found, _confidence = groups(texts, source, target_code)
-    specs = [spec(gr.source, target_code, [texts[i] for i in gr.places]) for gr in found]
-    translated = interactive.translate(lane(), specs, API)
-    out = merge(list(zip(found, translated, strict=True)), len(texts))
-    sources = _sources(found, len(texts))
+    done = translate_texts(texts, source, target_code, API, markup)
     return jsonify(
         {
             "translations": [
                 {
-                    "detected_source_language": deepl_source(sources[i]),
-                    "text": out[i],
-                    "billed_characters": billing.characters([texts[i]]),
+                    "detected_source_language": deepl_source(done.sources[i]),
+                    "text": done.texts[i],
+                    "billed_characters": done.billed[i],
                 }
                 for i in range(len(texts))
             ]
         }
     )
-
-
-def _sources(found: list[Group], count: int) -> list[str]:
-    sources = [""] * count
-    for group in found:
-        for place in group.places:
-            sources[place] = group.source
-    return sources
 
 
 @dl.route("/v2/languages", methods=["GET", "POST"])

@@ -1,8 +1,8 @@
 """The LibreTranslate dialect, under /libretranslate/ (Weblate, Mastodon, libretranslatepy).
 
 Parameters come from a JSON body, a form or the query string; `api_key` is a Stapel API
-key. Text goes through the interactive lane (stapel.interactive); errors are
-`{"error": message}` (app.compat.errors).
+key. Text goes through the interactive lane (stapel.interactive), `format=html` with its
+tags kept (stapel.formats.fragments); errors are `{"error": message}` (app.compat.errors).
 """
 
 from __future__ import annotations
@@ -13,19 +13,17 @@ from app.compat.errors import Dialect, install
 from app.compat.languages import lt_code, name, resolve
 from app.compat.params import params
 from app.compat.shared import (
-    Group,
     authenticate,
     check_count,
-    groups,
     lane,
-    merge,
     models,
-    spec,
+    translate_texts,
     upload_spec,
 )
 from app.web import db_session, stapel
 from stapel import compat_files, detect, interactive
 from stapel.exceptions import NotFound, ValidationError
+from stapel.formats.fragments import Markup
 
 API = "libretranslate"
 PRIORITY_FILE = 9
@@ -68,16 +66,14 @@ def _pair(source: str, target: str) -> tuple[str | None, str]:
     return source_code, target_code
 
 
-def _format() -> None:
+def _markup() -> Markup | None:
+    """The request's `format`: None for text, HTML markup for html."""
     fmt = (params().text("format") or "text").lower()
     if fmt == "html":
-        raise ValidationError(
-            "format=html is not supported yet: Stapel's markup layer (document formats) has "
-            "not landed; send format=text",
-            code="invalid_format",
-        )
+        return Markup("html")
     if fmt != "text":
         raise ValidationError(f"format must be text or html, not {fmt!r}", code="invalid_format")
+    return None
 
 
 def _alternatives() -> int:
@@ -103,25 +99,21 @@ def translate():
     """Translate q (a string or a list) from source (or auto) into target."""
     texts, many = _texts()
     source, target = _pair(_required("source"), _required("target"))
-    _format()
+    markup = _markup()
     alternatives = _alternatives()
-    check_count(len(texts), status_413=False)
-    found, confidences = groups(texts, source, target)
-    specs = [spec(g.source, target, [texts[i] for i in g.places]) for g in found]
-    translated = interactive.translate(lane(), specs, API)
-    out = merge(list(zip(found, translated, strict=True)), len(texts))
+    check_count(texts, status_413=False, markup=markup)
+    done = translate_texts(texts, source, target, API, markup)
     body: dict = {}
     if source is None:
-        detected = [_detected(found, i, confidences[i]) for i in range(len(texts))]
+        detected = [_detected(done.sources[i], done.confidences[i]) for i in range(len(texts))]
         body["detectedLanguage"] = detected if many else detected[0]
-    body["translatedText"] = out if many else out[0]
+    body["translatedText"] = done.texts if many else done.texts[0]
     if alternatives:
         body["alternatives"] = [[] for _ in texts] if many else []
     return jsonify(body)
 
 
-def _detected(found: list[Group], place: int, confidence: float) -> dict:
-    source = next(g.source for g in found if place in g.places)
+def _detected(source: str, confidence: float) -> dict:
     return {"confidence": round(confidence * 100, 1), "language": lt_code(source)}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 LT, DL = "/libretranslate", "/deepl/v2"
 LT_ERRORS = {
-    400: "Bad input (a missing or unsupported parameter, format=html until document formats land)",
+    400: "Bad input (a missing or unsupported parameter, format=html that is not well-formed)",
     403: "Missing or unknown api_key",
     404: "Unknown download link",
     413: "Body over STAPEL_MAX_BODY_BYTES",
@@ -17,7 +17,7 @@ LT_ERRORS = {
     504: "Not translated within STAPEL_INTERACTIVE_TIMEOUT_S (the jobs are cancelled)",
 }
 DL_ERRORS = {
-    400: "Bad input (tag_handling until document formats land, formality more/less)",
+    400: "Bad input (markup that is not well-formed, an unsupported option, formality more/less)",
     403: "Missing or unknown DeepL-Auth-Key",
     404: "Unknown document, wrong document_key, or a result already downloaded",
     413: "Too many texts (STAPEL_INTERACTIVE_MAX_ITEMS) or body over STAPEL_MAX_BODY_BYTES",
@@ -110,7 +110,8 @@ def extend(doc: dict) -> dict:
 
 
 def _libretranslate() -> dict:
-    translate = {"q": TEXTS, "source": STR, "target": STR, "format": STR, "api_key": STR}
+    fmt = {"type": "string", "enum": ["text", "html"]}
+    translate = {"q": TEXTS, "source": STR, "target": STR, "format": fmt, "api_key": STR}
     upload = {"file": {"type": "string", "format": "binary"}, **translate}
     upload.pop("q")
     return {
@@ -163,7 +164,16 @@ def _libretranslate() -> dict:
 
 
 def _deepl() -> dict:
-    translate = {"text": TEXTS, "target_lang": STR, "source_lang": STR, "tag_handling": STR}
+    translate = {
+        "text": TEXTS,
+        "target_lang": STR,
+        "source_lang": STR,
+        "tag_handling": {"type": "string", "enum": ["xml", "html"]},
+        "ignore_tags": TEXTS,
+        "splitting_tags": TEXTS,
+        "non_splitting_tags": TEXTS,
+        "outline_detection": {"oneOf": [{"type": "boolean"}, STR]},
+    }
     upload = {"file": {"type": "string", "format": "binary"}, "target_lang": STR}
     doc_id = [{"name": "document_id", "in": "path", "required": True, "schema": STR}]
     return {

@@ -1,4 +1,4 @@
-"""What both dialects' routes share: the key, the lane, the specs, detection per item."""
+"""What both dialects' routes share: the key, the lane, markup, detection per item."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from app.api.parsing import finish_spec, parse_json
 from app.api.uploads import parse_document
 from app.compat.languages import Catalog, catalog
 from app.web import db_session, stapel
-from stapel import detect
-from stapel.exceptions import TooLarge, Unauthorized, ValidationError
+from stapel import detect, interactive
+from stapel.exceptions import StapelError, TooLarge, Unauthorized, ValidationError
+from stapel.formats import fragments, inline
+from stapel.formats.base import FormatError
+from stapel.formats.fragments import Fragment, Markup
 from stapel.interactive import Lane
 from stapel.jobs import JobSpec
 from stapel.keys import hash_key, tenant_for_key
@@ -47,14 +50,27 @@ def models() -> Catalog:
     return catalog(stapel().settings.model_root)
 
 
-def check_count(count: int, status_413: bool) -> None:
-    """Refuse a request of more texts than STAPEL_INTERACTIVE_MAX_ITEMS (400 or 413)."""
-    most = stapel().settings.interactive_max_items
-    if count > most:
-        message = f"{count} texts in one request; the limit is {most}"
-        if status_413:
-            raise TooLarge(message, code="too_many_segments")
-        raise ValidationError(message, code="too_many_segments")
+def check_count(texts: list[str], status_413: bool, markup: Markup | None = None) -> None:
+    """Refuse a request of more texts than STAPEL_INTERACTIVE_MAX_ITEMS (400 or 413).
+
+    Texts with markup may each be longer than a segment (their parts are the segments);
+    together they may hold what that many segments can: a request with tags is never
+    more work than the largest plain one.
+    """
+    settings = stapel().settings
+    most = settings.interactive_max_items
+    if len(texts) > most:
+        raise _too_much(f"{len(texts)} texts in one request; the limit is {most}", status_413)
+    chars, limit = sum(len(t) for t in texts), most * settings.max_segment_chars
+    if markup is not None and chars > limit:
+        message = f"the texts hold {chars} characters with their tags; the limit is {limit}"
+        raise _too_much(message, status_413)
+
+
+def _too_much(message: str, status_413: bool) -> StapelError:
+    if status_413:
+        return TooLarge(message, code="too_many_segments")
+    return ValidationError(message, code="too_many_segments")
 
 
 def spec(source: str, target: str, texts: list[object]) -> JobSpec:
@@ -117,10 +133,56 @@ def upload_spec(upload: FileStorage, source: str | None, target: str) -> JobSpec
     return finish_spec(fields, [document], models().pair_names, bounds, None)
 
 
-def merge(parts: list[tuple[Group, list[str]]], count: int) -> list[str]:
-    """Put each group's translations back in the request's order."""
-    out = [""] * count
-    for group, translated in parts:
-        for place, text in zip(group.places, translated, strict=True):
-            out[place] = text
+@dataclass(frozen=True)
+class Translated:
+    """A request's translations in its order, with each text's source and billed count."""
+
+    texts: list[str]
+    sources: list[str]
+    confidences: list[float]
+    billed: list[int]
+
+
+def read_texts(texts: list[str], markup: Markup | None) -> list[Fragment]:
+    """Read each text's markup into segments; a malformed one is a 400 naming it."""
+    out = []
+    for i, text in enumerate(texts):
+        try:
+            out.append(fragments.parse(text, markup))
+        except FormatError as exc:
+            kind = markup.kind.upper() if markup else "text"
+            raise ValidationError(
+                f"text {i} is not well-formed {kind}{exc.where()}: {exc.message}",
+                code="invalid_markup",
+            ) from None
     return out
+
+
+def translate_texts(
+    texts: list[str], source: str | None, target: str, api: str, markup: Markup | None = None
+) -> Translated:
+    """Translate a request's texts in the interactive lane: one job per source language.
+
+    With markup, each text's tags are set aside as inline codes (stapel.formats.fragments)
+    and its segments translated; a text without words comes back as it was. Characters
+    are billed outside the tags, as DeepL bills them.
+    """
+    parsed = read_texts(texts, markup)
+    plain = [" ".join(inline.strip(s) for s in f.segments) for f in parsed]
+    found, confidences = groups(plain, source, target)
+    sent = [gr for gr in found if any(parsed[i].segments for i in gr.places)]
+    specs = [
+        spec(gr.source, target, [s for i in gr.places for s in parsed[i].segments]) for gr in sent
+    ]
+    billed = [f.characters for f in parsed]
+    translated = interactive.translate(lane(), specs, api, sum(billed)) if specs else []
+    out = [f.text for f in parsed]
+    for group, targets in zip(sent, translated, strict=True):
+        pending = iter(targets)
+        for i in group.places:
+            out[i] = parsed[i].rebuild([next(pending) for _ in parsed[i].segments])
+    sources = [""] * len(texts)
+    for group in found:
+        for place in group.places:
+            sources[place] = group.source
+    return Translated(out, sources, confidences, billed)

@@ -9,7 +9,9 @@ linked to its source words (their first to their last), a standalone code (`<x/>
 `%s`) goes before the target word linked to the source word it precedes (or after the
 one linked to the word it follows). Codes that find no word stay at the nearest end of
 the sentence; none is ever dropped. The result nests properly whatever the alignment
-says: a code is clamped into its parent, and siblings that would cross are shortened.
+says: a code is clamped into its parent, siblings that would cross are shortened, and
+the halves of pairs whose other halves are outside the segment keep their order and
+never land inside a span.
 docs/formats.md has the measured accuracy.
 """
 
@@ -160,6 +162,7 @@ def place(source: str, aligned: Aligned) -> str:
         events.append((s.start, 2, s.depth, s.open.marker))
     in_pairs = {id(c) for pair in paired.values() for c in pair}
     used = {id(s.open) for s in spans}
+    floor = 0
     for order, code in enumerate(codes):
         if id(code) in in_pairs and id(code) in used:
             continue
@@ -171,8 +174,17 @@ def place(source: str, aligned: Aligned) -> str:
             events.append((at, 1, order, code.marker + close.marker))
             continue
         at = placer.point(code)
+        if code.kind != "point":  # half of a pair the segment does not hold whole
+            at = floor = _outside(max(at, floor), spans)
         events.append((at, 1, order, _spaced(code, at, placer.target)))
     return _assemble(placer.target, events)
+
+
+def _outside(at: int, spans: list[_Span]) -> int:
+    """Where half of a pair whose other half is outside the segment may go: at or after
+    at, never strictly inside a span (it would cross that span's pair)."""
+    inside = [s.end for s in spans if s.start < at < s.end]
+    return max(inside, default=at)
 
 
 def _spaced(code: Code, at: int, text: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import stapel.formats.inline as inline
 from stapel.formats.base import Limits, Options, decode_utf8
@@ -74,11 +74,25 @@ def merge(
     """Return the document with the translations spliced in."""
     bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
     text = decode_utf8(data)
-    found = units(text)
+    merged = splice(text, units(text), targets)
+    return (bom + merged).encode() if merged != text else data
+
+
+def splice(
+    text: str,
+    found: Sequence[Unit],
+    targets: Sequence[str | None],
+    sources: Sequence[str] | None = None,
+) -> str:
+    """Return text with each unit's translation in its place.
+
+    A unit whose target equals its source segment (`sources`, default `segment`'s) keeps
+    its bytes. stapel.formats.fragments splices a request's texts with it too.
+    """
     tags: dict[int, str] = {}
     runs: list[tuple[Run, str]] = []
-    for unit, target in zip(found, targets, strict=False):
-        if target is None or target == segment(unit):
+    for n, (unit, target) in enumerate(zip(found, targets, strict=False)):
+        if target is None or target == (sources[n] if sources else segment(unit)):
             continue
         if isinstance(unit, Attr):
             _patched_tag(text, unit, inline.strip(target), tags)
@@ -87,7 +101,7 @@ def merge(
     edits = _edits(text, runs, tags)
     for start, end, new in sorted(edits, reverse=True):
         text = text[:start] + new + text[end:]
-    return (bom + text).encode() if edits else data
+    return text
 
 
 def _edits(

@@ -128,8 +128,8 @@ def _atomic(e: Event) -> bool:
 class _Walker:
     """Finds the text runs and translatable attributes, checking that the markup nests."""
 
-    def __init__(self, text: str, events: list[Event]) -> None:
-        self.text, self.events = text, events
+    def __init__(self, text: str, events: list[Event], keep: frozenset[str] = frozenset()) -> None:
+        self.text, self.events, self.keep = text, events, keep
         self.stack: list[Event] = []
         self.units: list[Unit] = []
         self.run = Run()
@@ -160,10 +160,12 @@ class _Walker:
         return i + 1
 
     def _start(self, i: int, e: Event) -> int:
-        if e.tag in SKIP or _atomic(e):
+        if e.tag in self.keep or e.tag in SKIP or _atomic(e):
             j = self._matching_end(i, e) if e.kind == "start" and e.tag not in VOID else i
             end = self.events[j].end if j < len(self.events) else len(self.text)
-            if e.tag in SKIP or e.tag not in INLINE | ATOMS | POINTS:
+            if e.tag in self.keep:
+                self._piece(e.start, end, "point")
+            elif e.tag in SKIP or e.tag not in INLINE | ATOMS | POINTS:
                 self._end_run()
             else:
                 self._piece(e.start, end, "point")
@@ -219,11 +221,11 @@ class _Walker:
         if self.opened and self.opened[-1].tag == e.tag:
             opener = self.opened.pop()
             self.run.pieces.append(Piece(e.start, e.end, kind="close", number=opener.number))
-        else:
-            self._piece(e.start, e.end, "point")
+        else:  # opened before a block ended the run: half a pair, placed as such
+            self._piece(e.start, e.end, "close")
 
     def _piece(self, start: int, end: int, kind: str) -> Piece:
-        numbers = [p.number for p in self.run.pieces if p.kind in ("open", "point")]
+        numbers = [p.number for p in self.run.pieces if p.kind != "text"]
         piece = Piece(start, end, kind=kind, number=max(numbers, default=0) + 1)
         self.run.pieces.append(piece)
         return piece
@@ -239,6 +241,10 @@ class _Walker:
             self.units.append(run)
 
 
-def units(text: str) -> list[Unit]:
-    """Return the text runs and attributes to translate, in document order."""
-    return _Walker(text, tokenize(text)).walk()
+def units(text: str, keep: frozenset[str] = frozenset()) -> list[Unit]:
+    """Return the text runs and attributes to translate, in document order.
+
+    Elements named in keep (DeepL's `ignore_tags`) are standalone codes kept whole, in
+    the run they stand in, whatever their kind.
+    """
+    return _Walker(text, tokenize(text), keep).walk()

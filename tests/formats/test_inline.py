@@ -112,3 +112,18 @@ def test_every_code_comes_back_once_and_nested(links, spans, points, length):
     )
     assert _nests(out)
     assert inline.strip(out).split() == target.split()
+
+
+def test_half_of_a_pair_never_lands_inside_a_span():
+    # "w" links to no target word of its own; its best one, T2, is inside pair 1's span.
+    # The open of pair 2 (closed in a later segment) must not cross pair 1.
+    attention = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0.3, 0.6, 0.1]]
+    a = align.Aligned(
+        "T0 T1 T2",
+        ["\u2581x", "\u2581y", "\u2581z", "\u2581w"],
+        ["\u2581T0", "\u2581T1", "\u2581T2"],
+        attention,
+    )
+    source = "x " + tags("<1>y z</1> ") + inline.marker("open", 2) + "w"
+    out = align.place(source, a)
+    assert inline.readable(out) == "T0 <1>T1 T2</1> <2>"
