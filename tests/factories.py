@@ -64,3 +64,31 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+_USED: dict[int, set[str]] = {}
+
+
+def same_width(batcher, n: int, like: str = "ab") -> list[str]:
+    """Return n texts of as many tokens as `like`, none used before on this batcher.
+
+    Identical pieces in flight are translated once (dedup), so tests about how batches
+    are cut give each piece a text of its own with the same size.
+    """
+    width = len(batcher._encode([like])[0])
+    used = _USED.setdefault(id(batcher), set())
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = like.split(" ")
+    candidates = [a + b for a in letters for b in letters] if len(words) == 1 else []
+    for pos in range(len(words)):
+        for a in letters:
+            for b in letters:
+                candidates.append(" ".join([*words[:pos], a + b, *words[pos + 1 :]]))
+    out = []
+    for text in candidates:
+        if text not in used and len(batcher._encode([text])[0]) == width:
+            used.add(text)
+            out.append(text)
+            if len(out) == n:
+                return out
+    raise AssertionError(f"fewer than {n} texts as wide as {like!r}")

@@ -23,6 +23,7 @@ import sentencepiece as spm
 
 from stapel.exceptions import ModelUnavailable
 from stapel.model_dirs import ModelDir, ModelFileError, limits, problems, scan
+from stapel.mtcache import fingerprint
 from workers import markup
 from workers.batcher import Batcher
 from workers.submission import Result, Submission
@@ -249,10 +250,13 @@ class Engine:
             options["max_decoding_length"] = min(
                 options["max_decoding_length"], found_limits.decoder_positions
             )
+        # everything that changes output: the files, the options, how the math is done
+        output_options = {**options, "compute_type": compute_type, "device": self.device}
         batcher = Batcher(
             translator,
             source,
             target,
+            fingerprint=fingerprint(found.path, output_options),
             budget=self.batch_tokens,
             wait_s=self.batch_wait_s,
             options=options,
@@ -264,6 +268,10 @@ class Engine:
         )
         return LoadedModel(found.pair, translator, source, target, batcher)
 
+    def fingerprint(self, pair: str) -> str:
+        """Return the fingerprint of pair's model (loading it if needed)."""
+        return self.model(pair).batcher.fingerprint
+
     def translate_batches(
         self,
         pair: str,
@@ -273,6 +281,7 @@ class Engine:
         job_id: str | None = None,
         tick_s: float | None = None,
         split_sentences: bool = True,
+        known: Callable[[list[str]], dict[str, str]] | None = None,
     ) -> Submission | markup.TaggedSubmission:
         """Return an iterable of lists of (index, translation), batch by batch.
 
@@ -281,7 +290,7 @@ class Engine:
         model cannot translate even alone comes back as a SegmentError. With tick_s, an
         empty list comes every tick_s seconds that nothing arrives (for heartbeats).
         Segments with inline codes are translated without them and get them back by
-        alignment (workers/markup.py).
+        alignment (workers/markup.py); they skip the cache (`known`: see Batcher.submit).
         """
         items = list(items)
         if markup.has_codes(items):
@@ -294,6 +303,7 @@ class Engine:
             job_id=job_id,
             tick_s=tick_s,
             split_sentences=split_sentences,
+            known=known,
         )
 
     def translate(self, pair: str, texts: list[str], split_sentences: bool = True) -> list[Result]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import same_width
 from tests.workers.test_batcher import Gate, Recording, collect
 from training.corpus import build_corpus
 from workers.batcher import Batcher
@@ -142,10 +143,10 @@ def test_a_withdrawn_request_leaves_the_lanes_and_is_not_translated(model_root):
         options=loaded.batcher.options,
         suffix=loaded.batcher.suffix,
     )
-    cancelled = batcher.submit([(i, "ab") for i in range(40)], job_id="cancelled")
+    cancelled = batcher.submit(list(enumerate(same_width(batcher, 40))), job_id="cancelled")
     assert gate.wait_inside(1)  # its first batch of four is translating
     cancelled.withdraw()
-    other = batcher.submit([(0, "ab")], job_id="other")
+    other = batcher.submit([(0, *same_width(batcher, 1))], job_id="other")
     gate.open.set()
     (got,) = collect(other)
     assert [i for part in got for i, _ in part] == [0]
