@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.api import jobs, meta
+from app.api import jobs, memories, meta
 from app.api.blueprints import health, v1
 
-__all__ = ["health", "jobs", "meta", "v1"]
+__all__ = ["health", "jobs", "memories", "meta", "v1"]
