@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -26,8 +27,13 @@ from sqlalchemy.orm import Session
 
 from stapel.tables import CacheEntry, db_now
 
+log = logging.getLogger(__name__)
+
 SHARED_SCOPE = "*"
 """The scope of every entry when the cache is shared across tenants."""
+
+STORE_BATCH = 500
+"""Entries per upsert statement (4 bound parameters each)."""
 
 LOOKUP_BATCH = 900
 """Keys per lookup statement (SQLite's default limit is 999 bound parameters)."""
@@ -80,28 +86,36 @@ def store(session: Session, scope_: str, fp: str, learned: dict[str, str]) -> No
         return
     dialect = session.get_bind().dialect.name
     make = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = make(CacheEntry).values(
-        [
-            {"scope": scope_, "fingerprint": fp, "key": k, "target": t, "created_at": db_now()}
-            for k, t in sorted(learned.items())  # one order: concurrent upserts never deadlock
-        ]
-    )
-    statement = statement.on_conflict_do_update(
-        index_elements=["scope", "fingerprint", "key"],
-        set_={"target": statement.excluded.target, "created_at": statement.excluded.created_at},
-    )
-    session.execute(statement)
+    rows = [
+        {"scope": scope_, "fingerprint": fp, "key": k, "target": t, "created_at": db_now()}
+        for k, t in sorted(learned.items())  # one order: concurrent upserts never deadlock
+    ]
+    for start in range(0, len(rows), STORE_BATCH):
+        statement = make(CacheEntry).values(rows[start : start + STORE_BATCH])
+        statement = statement.on_conflict_do_update(
+            index_elements=["scope", "fingerprint", "key"],
+            set_={
+                "target": statement.excluded.target,
+                "created_at": statement.excluded.created_at,
+            },
+        )
+        session.execute(statement)
 
 
 def purge(session: Session, scope_: str) -> int:
     """Delete every entry of a scope (a tenant, or SHARED_SCOPE); return how many."""
     result = session.execute(delete(CacheEntry).where(CacheEntry.scope == scope_))
     session.commit()
-    return int(getattr(result, "rowcount", 0) or 0)
+    count = int(getattr(result, "rowcount", 0) or 0)
+    log.info("mt cache purged scope=%s count=%d", scope_, count)
+    return count
 
 
 def purge_expired(session: Session, ttl_s: float) -> int:
     """Delete the entries older than ttl_s (through ix_mt_cache_created); return how many."""
     result = session.execute(delete(CacheEntry).where(CacheEntry.created_at <= db_now(-ttl_s)))
     session.commit()
-    return int(getattr(result, "rowcount", 0) or 0)
+    count = int(getattr(result, "rowcount", 0) or 0)
+    if count:
+        log.info("mt cache expired entries purged count=%d ttl_s=%g", count, ttl_s)
+    return count
