@@ -49,6 +49,7 @@ def units(stream: IO[bytes], source_lang: str, target_lang: str) -> Iterator[tup
     another language, or a unit without a variant in each language of the pair.
     """
     want = primary(source_lang), primary(target_lang)
+    etree.clear_error_log()  # this thread's log: only this file's errors in it
     parser = etree.iterparse(
         stream,
         events=("start", "end"),
@@ -85,6 +86,11 @@ def units(stream: IO[bytes], source_lang: str, target_lang: str) -> Iterator[tup
                 while parent is not None and element.getprevious() is not None:
                     del parent[0]
     except etree.XMLSyntaxError as exc:
+        # the first error logged is the cause (the exception's own text may be a later
+        # "no element found" at 0:0)
+        first = next(iter(exc.error_log), None)
+        if first is not None:
+            raise BadTmx(f"malformed TMX: {first.message}", first.line, first.column) from None
         line, column = exc.position if exc.position else (exc.lineno or 0, 0)
         raise BadTmx(f"malformed TMX: {exc.msg}", line, column) from None
     if not root_seen:
