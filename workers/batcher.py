@@ -55,6 +55,9 @@ from workers.submission import Item, Submission, plan
 
 log = logging.getLogger(__name__)
 
+Known = Callable[[list[tuple[str, str]]], dict[str, tuple[str, str]]]
+"""Looks pieces up before they queue: (key, text) of each -> key -> (translation, origin)."""
+
 
 WINDOW_BUDGETS = 32
 """How many token budgets of waiting segments one batch is chosen from, sorted by length:
@@ -88,7 +91,7 @@ class BatchStats:
     deduplicated: int = 0
     """Pieces that rode on an identical piece in flight instead of being translated."""
     cached: int = 0
-    """Pieces answered by the MT cache at submit."""
+    """Distinct pieces answered at submit (by a memory or the MT cache)."""
 
 
 class Batcher:
@@ -153,14 +156,15 @@ class Batcher:
         job_id: str | None = None,
         tick_s: float | None = None,
         split_sentences: bool = True,
-        known: Callable[[list[str]], dict[str, str]] | None = None,
+        known: Known | None = None,
     ) -> Submission:
         """Queue (index, text) items; blank texts come back at once, untranslated.
 
         Each text goes in as pieces (its sentences with split_sentences, each cut to the
-        model's input limit) and comes back whole, its pieces joined. `known(keys)`
-        returns the cached translations of the pieces' keys (one lookup for the whole
-        request): those pieces are answered at once and never reach the model.
+        model's input limit) and comes back whole, its pieces joined. `known(pieces)`
+        takes every piece's (key, text) and returns key -> (translation, origin) for
+        those a memory or the MT cache holds (one lookup for the whole request): they
+        are answered at once and never reach the model.
         """
         blank = [(i, t) for i, t in items if not t.strip()]
         work = [(i, t) for i, t in items if t.strip()]
@@ -180,7 +184,7 @@ class Batcher:
         now = time.monotonic()
         interactive = priority >= INTERACTIVE_PRIORITY
         due = now + (INTERACTIVE_WAIT_S if interactive else self.wait_s)
-        pieces = []
+        pieces, looked = [], []
         for seg in planned:
             request.expect(seg)
             for slot, tokens in enumerate(seg.tokens):
@@ -189,13 +193,18 @@ class Batcher:
                     item.interactive, item.priority = interactive, priority
                     item.key = piece_key(tokens)
                     pieces.append(item)
-        hits = known([item.key for item in pieces]) if known is not None and pieces else {}
+                    looked.append((item.key, seg.parts[slot].text))
+        hits = known(looked) if known is not None and pieces else {}
         if hits:
-            answered = [(item, hits[item.key]) for item in pieces if item.key in hits]
+            for origin in ("memory", "cache"):
+                answered = [
+                    (i, hits[i.key][0]) for i in pieces if hits.get(i.key, ("", ""))[1] == origin
+                ]
+                if answered:
+                    request.receive(answered, origin)
             pieces = [item for item in pieces if item.key not in hits]
             with self._cond:
-                self.stats.cached += len(answered)
-            request.receive(answered, cached=True)
+                self.stats.cached += len(hits)
         pieces.sort(key=lambda item: item.size)
         rides = 0
         with self._cond:

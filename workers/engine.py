@@ -25,7 +25,7 @@ from stapel.exceptions import ModelUnavailable
 from stapel.model_dirs import ModelDir, ModelFileError, limits, problems, scan
 from stapel.mtcache import fingerprint
 from workers import markup
-from workers.batcher import Batcher
+from workers.batcher import Batcher, Known
 from workers.submission import Result, Submission
 
 log = logging.getLogger(__name__)
@@ -281,7 +281,7 @@ class Engine:
         job_id: str | None = None,
         tick_s: float | None = None,
         split_sentences: bool = True,
-        known: Callable[[list[str]], dict[str, str]] | None = None,
+        known: Known | None = None,
     ) -> Submission | markup.TaggedSubmission:
         """Return an iterable of lists of (index, translation), batch by batch.
 
@@ -290,7 +290,8 @@ class Engine:
         model cannot translate even alone comes back as a SegmentError. With tick_s, an
         empty list comes every tick_s seconds that nothing arrives (for heartbeats).
         Segments with inline codes are translated without them and get them back by
-        alignment (workers/markup.py); they skip the cache (`known`: see Batcher.submit).
+        alignment (workers/markup.py); they skip `known` (Batcher.submit): no sentence of
+        theirs is looked up in memories or the cache.
         """
         items = list(items)
         if markup.has_codes(items):

@@ -204,7 +204,7 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     if outcome == ChunkOutcome.JOB_SUCCEEDED and claim.has_callback:
         send_callback(celery, claim.job_id)
     log.info(
-        "chunk done logid=%s chunk=%d segments=%d failed=%d memory=%d cache_pieces=%d "
+        "chunk done logid=%s chunk=%d segments=%d failed=%d memory=%d reused_pieces=%d "
         "seconds=%.2f job=%s",
         claim.job_id,
         claim.chunk_idx,
@@ -216,6 +216,9 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         "succeeded" if outcome == ChunkOutcome.JOB_SUCCEEDED else "running",
     )
     return outcome
+
+
+_MACHINE = (Origin.CACHE.value, Origin.MT.value)
 
 
 def _recall(session: Session, claim: Claim, pending: list[tuple[int, str]]) -> dict[int, str]:
@@ -233,37 +236,56 @@ def _recall(session: Session, claim: Claim, pending: list[tuple[int, str]]) -> d
 
 
 class _Lookups:
-    """The chunk's MT cache: one lookup of all its pieces, and what the model adds to it."""
+    """The chunk's pieces looked up once (memories, then the MT cache), and what the
+    model adds to the cache."""
 
     def __init__(self, session: Session, claim: Claim, settings, fp: str) -> None:
         self.session, self.claim, self.fp = session, claim, fp
-        self.on = settings.cache_enabled and claim.use_cache
+        self.cache = settings.cache_enabled and claim.use_cache
+        self.on = self.cache or bool(claim.memories)
         self.ttl_s = settings.cache_ttl_s
         self.scope = mtcache.scope(claim.tenant_id, settings.cache_shared)
         self.hits = 0
 
-    def known(self, keys: list[str]) -> dict[str, str]:
-        """Look the pieces' keys up in one query (the batcher calls it at submit)."""
-        session = self.session
-        found = with_retry(
-            session, lambda: mtcache.lookup(session, self.scope, self.fp, keys, self.ttl_s)
-        )
+    def known(self, pieces: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+        """Look the pieces up: a named memory's exact match first, then the cache (one
+        query each; the batcher calls this at submit)."""
+        session, claim = self.session, self.claim
+        found: dict[str, tuple[str, str]] = {}
+        if claim.memories:
+            pair = tuple(claim.pair.split("-", 1))
+            numbered = list(enumerate(text for _, text in pieces))
+            recalled = with_retry(
+                session,
+                lambda: memories.lookup(session, claim.tenant_id, claim.memories, numbered, pair),
+            )
+            found = {pieces[n][0]: (target, Origin.MEMORY.value) for n, target in recalled.items()}
+            metrics.observe_lookup("memory", len(recalled), len(pieces))
+        keys = [key for key, _ in pieces if key not in found]
+        if self.cache and keys:
+            cached = with_retry(
+                session, lambda: mtcache.lookup(session, self.scope, self.fp, keys, self.ttl_s)
+            )
+            found.update((k, (t, Origin.CACHE.value)) for k, t in cached.items())
+            metrics.observe_lookup("cache", len(cached), len(keys))
         session.commit()  # no transaction stays open while the pieces wait
-        self.hits = sum(key in found for key in keys)
-        metrics.observe_lookup("cache", self.hits, len(keys))
+        self.hits = sum(key in found for key, _ in pieces)
         return found
 
     def learned(self, batches: Submission) -> Learned | None:
         """The model's new piece translations since the last call, to store with a write."""
-        if not self.on:
+        if not self.cache:
             return None
         entries = batches.take_learned()
         return Learned(self.scope, self.fp, entries) if entries else None
 
     def provenance(self, batches: Submission, texts: list[tuple[int, str]]) -> list[Written]:
-        """Each translated segment with its origin (cache or mt) and the fingerprint."""
+        """Each translated segment with its origin and the fingerprint of a machine one."""
         origins = batches.origins
-        return [(i, t, origins.get(i), self.fp if i in origins else None) for i, t in texts]
+        return [
+            (i, t, origins.get(i), self.fp if origins.get(i) in _MACHINE else None)
+            for i, t in texts
+        ]
 
 
 def _write_parts(

@@ -83,8 +83,8 @@ class _Segment:
     texts: list[str | None]
     left: int
     error: SegmentError | None = None
-    translated: bool = False
-    """Whether the model translated one of its pieces (else all came from the cache)."""
+    origins: set[str] = field(default_factory=set)
+    """Where its pieces' translations came from (mt, cache, memory)."""
 
 
 @dataclass
@@ -179,12 +179,11 @@ class Submission:
             if self.remaining <= 0:
                 self._results.put(_DONE)
 
-    def receive(
-        self, pieces: list[tuple[Item, str | SegmentError]], *, cached: bool = False
-    ) -> None:
+    def receive(self, pieces: list[tuple[Item, str | SegmentError]], origin: str = "mt") -> None:
         """Take translated (or failed) pieces; deliver the segments they complete.
 
-        cached: the pieces came from the MT cache, not from the model.
+        origin: where the pieces' translations come from: `mt` (the model), or `cache`
+        or `memory` (answered at submit, never translated).
         """
         done: list[tuple[int, Result]] = []
         with self._lock:
@@ -194,15 +193,14 @@ class Submission:
                     seg.error = seg.error or out
                 else:
                     seg.texts[item.slot] = out
-                    if not cached:
-                        seg.translated = True
-                        if item.key and isinstance(out, str):
-                            self.learned[item.key] = out
+                    seg.origins.add(origin)
+                    if origin == "mt" and item.key and isinstance(out, str):
+                        self.learned[item.key] = out
                 seg.left -= 1
                 if seg.left == 0:
                     del self._segments[item.index]
                     if seg.error is None:
-                        self.origins[item.index] = "mt" if seg.translated else "cache"
+                        self.origins[item.index] = _origin(seg.origins)
                     done.append((item.index, seg.error or _joined(seg)))
         self.deliver(done)
 
@@ -241,6 +239,15 @@ class Submission:
             if isinstance(part, BaseException):
                 raise part
             yield part
+
+
+def _origin(origins: set[str]) -> str:
+    """A segment's origin: mt if the model translated a piece of it, else cache if the
+    cache answered one, else memory (every piece a human translation)."""
+    for origin in ("mt", "cache", "memory"):
+        if origin in origins:
+            return origin
+    return "mt"
 
 
 def _joined(seg: _Segment):

@@ -82,10 +82,16 @@ def test_a_memory_wins_for_its_tenant_and_never_answers_another(client, auth, ot
         headers={**auth, "Content-Type": "application/x-tmx+xml"},
     ).get_json()
     texts = ["the house is small.", "we see green trees."]
-    mine, result = run(client, auth, worker, texts, memories=[memory["id"]])
-    assert result["documents"][0]["segments"][0] == "Das Haus ist klein."
-    assert [p["origin"] for p in result["documents"][0]["provenance"]] == ["memory", "mt"]
-    assert (mine["segments_from_memory"], mine["segments_from_mt"]) == (1, 1)
+    mixed = "we see green trees.  the house is small."  # a sentence of it in the memory
+    mine, result = run(client, auth, worker, [*texts, mixed], memories=[memory["id"]])
+    segments = result["documents"][0]["segments"]
+    assert segments[0] == "Das Haus ist klein."
+    # its other sentence rides on segment 1's in flight: translated once, for both
+    assert segments[2] == f"{segments[1]}  Das Haus ist klein."
+    origins = [p["origin"] for p in result["documents"][0]["provenance"]]
+    assert origins == ["memory", "mt", "mt"]
+    assert result["documents"][0]["provenance"][0]["model"] is None
+    assert (mine["segments_from_memory"], mine["segments_from_mt"]) == (1, 2)
     # Another tenant, same text: the model (never the memory, nor acme's cache entries).
     theirs, other_result = run(client, other, worker, texts)
     assert other_result["documents"][0]["segments"][0] != "Das Haus ist klein."
