@@ -70,3 +70,11 @@ def test_the_fingerprint_changes_with_the_files_and_the_output_options(model_roo
     with (copy / "model.bin").open("ab") as f:
         f.write(b"\0")  # an updated model
     assert mtcache.fingerprint(copy, options) != base
+
+
+def test_the_web_metrics_show_the_cache_and_memory_sizes(app, client):
+    with app.extensions["stapel"].sessions() as s:
+        mtcache.store(s, "t", "fp", {"a": "A", "b": "B"})
+        s.commit()
+    body = client.get("/metrics").get_data(as_text=True)
+    assert "stapel_mt_cache_entries 2.0" in body and "stapel_memory_entries 0.0" in body
