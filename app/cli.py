@@ -1,5 +1,6 @@
 """Operator commands: `flask --app app keys create --tenant acme`, `keys revoke`, `keys list`,
-`jobs requeue ID`, `jobs cancel ID`, `jobs purge --older-than-days N`."""
+`jobs requeue ID`, `jobs cancel ID`, `jobs purge --older-than-days N`,
+`cache purge --tenant acme` (or `--shared`, `--expired`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from flask.cli import AppGroup
 from sqlalchemy import select
 
 from app.web import stapel
+from stapel import mtcache
 from stapel.admin import cancel_job, purge_jobs, requeue_job
 from stapel.broker import send_callback
 from stapel.exceptions import StapelError
@@ -22,6 +24,7 @@ def register(app: Flask) -> None:
     app.cli.add_command(keys)
     app.cli.add_command(tenants)
     app.cli.add_command(jobs_group)
+    app.cli.add_command(cache_group)
 
 
 def _session():
@@ -133,3 +136,30 @@ def jobs_purge(older_than_days: float) -> None:
     with _session() as session:
         count = purge_jobs(session, older_than_days)
     click.echo(f"purged {count} job(s)")
+
+
+cache_group = AppGroup("cache", help="Purge the machine-translation cache.")
+
+
+@cache_group.command("purge")
+@click.option("--tenant", help="Delete this tenant's entries (by name).")
+@click.option("--shared", is_flag=True, help="Delete the entries shared across tenants.")
+@click.option("--expired", is_flag=True, help="Delete entries older than STAPEL_CACHE_TTL_S.")
+def cache_purge(tenant: str | None, shared: bool, expired: bool) -> None:
+    """Delete MT cache entries: a tenant's, the shared ones, or the expired ones."""
+    if sum((tenant is not None, shared, expired)) != 1:
+        raise click.UsageError("give exactly one of --tenant NAME, --shared, --expired")
+    ext = stapel()
+    with ext.sessions() as session:
+        if expired:
+            count = mtcache.purge_expired(session, ext.settings.cache_ttl_s)
+            click.echo(f"purged {count} expired cache entries")
+            return
+        scope = mtcache.SHARED_SCOPE
+        if tenant is not None:
+            found = session.scalar(select(Tenant.id).where(Tenant.name == tenant))
+            if found is None:
+                raise click.ClickException(f"no tenant named {tenant!r}")
+            scope = found
+        count = mtcache.purge(session, scope)
+    click.echo(f"purged {count} cache entries of {tenant or 'the shared scope'}")

@@ -305,6 +305,9 @@ def stack_env(args) -> dict:
         "STAPEL_RATE_SUBMIT": "off",
         "STAPEL_RATE_READ": "off",
         "STAPEL_QUOTA_SEGMENTS_PER_DAY": str(10**9),
+        # The rows send the same jobs several times: each run must translate them anew
+        # (bench.reuse measures the MT cache, with its own corpus).
+        "STAPEL_CACHE": "off",
     }
 
 

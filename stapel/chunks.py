@@ -19,11 +19,25 @@ from datetime import datetime
 from sqlalchemy import bindparam, case, func, literal, select, update
 from sqlalchemy.orm import Session
 
-from stapel import endings
+from stapel import endings, mtcache
 from stapel.db import affected
 from stapel.locking import lock_job, retry_conflicts
-from stapel.states import ChunkOutcome, Status
+from stapel.states import ChunkOutcome, Origin, Status
 from stapel.tables import Chunk, Job, Segment, db_now, new_id
+
+Written = tuple[int, str] | tuple[int, str, str | None, str | None]
+"""(index, target) or (index, target, origin, model fingerprint) of a translated segment;
+a plain pair is a model translation of unknown fingerprint."""
+
+
+@dataclass(frozen=True)
+class Learned:
+    """New model translations of pieces, to store in the MT cache with the segments."""
+
+    scope: str
+    fingerprint: str
+    entries: dict[str, str]
+
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +61,9 @@ class Claim:
     """The database's time of the claim (so `claimed_at - sent_at` is the queue wait)."""
     has_callback: bool = False
     split_sentences: bool = True
+    tenant_id: str = ""
+    use_cache: bool = True
+    memories: tuple[str, ...] = ()
 
 
 def chunk_size(session: Session, chunk_id: str) -> int:
@@ -98,6 +115,9 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
             Job.callback_url.is_not(None).label("has_callback"),
             db_now().label("now"),
             Job.split_sentences,
+            Job.tenant_id,
+            Job.use_cache,
+            Job.memories,
         )
         .join(Job, Job.id == Chunk.job_id)
         .where(Chunk.id == chunk_id)
@@ -130,6 +150,9 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
         claimed_at=chunk.now,
         has_callback=bool(chunk.has_callback),
         split_sentences=chunk.split_sentences is not False,
+        tenant_id=chunk.tenant_id,
+        use_cache=chunk.use_cache is not False,
+        memories=tuple(chunk.memories or ()),
     )
 
 
@@ -183,27 +206,26 @@ def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
 
 
 @retry_conflicts
-def record_batch(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> bool:
+def record_batch(
+    session: Session,
+    claim: Claim,
+    translations: Sequence[Written],
+    learned: Learned | None = None,
+) -> bool:
     """Write translated segments, heartbeat and progress; return False if the claim is lost.
 
-    The segments are kept even when the claim is lost: they are correct translations.
+    The segments are kept even when the claim is lost: they are correct translations;
+    so are the learned cache entries, stored in the same transaction.
     """
     lock_job(session, claim.job_id)
-    _write_segments(session, claim, translations)
-    done = session.scalar(
-        select(func.count())
-        .select_from(Segment)
-        .where(
-            Segment.job_id == claim.job_id,
-            Segment.idx >= claim.first,
-            Segment.idx < claim.end,
-            Segment.target.is_not(None) | Segment.error_code.is_not(None),
-        )
-    )
+    _write_segments(session, claim, translations, learned)
+    counts = _chunk_counts(session, claim)
     owned = (
         affected(
             session,
-            update(Chunk).where(*_owned(claim)).values(done=done, heartbeat_at=db_now()),
+            update(Chunk)
+            .where(*_owned(claim))
+            .values(done=counts.pop("done"), heartbeat_at=db_now(), **counts),
         )
         == 1
     )
@@ -221,6 +243,27 @@ def _owned(claim: Claim) -> tuple:
     )
 
 
+def _chunk_counts(session: Session, claim: Claim) -> dict[str, int]:
+    """The chunk's ended segments (`done`) and its targets per origin, in one query."""
+    rows = session.execute(
+        select(Segment.origin, func.count())
+        .where(
+            Segment.job_id == claim.job_id,
+            Segment.idx >= claim.first,
+            Segment.idx < claim.end,
+            Segment.target.is_not(None) | Segment.error_code.is_not(None),
+        )
+        .group_by(Segment.origin)
+    ).all()
+    by_origin = {origin: int(n) for origin, n in rows}
+    return {
+        "done": sum(by_origin.values()),
+        "from_memory": by_origin.get(Origin.MEMORY.value, 0),
+        "from_cache": by_origin.get(Origin.CACHE.value, 0),
+        "from_mt": by_origin.get(Origin.MT.value, 0),
+    }
+
+
 _SEGMENTS = Segment.__table__
 _WRITE_SEGMENT = (
     update(_SEGMENTS)  # type: ignore[arg-type]
@@ -230,25 +273,51 @@ _WRITE_SEGMENT = (
         # a segment is written once: a stale worker or a re-run never overwrites it
         _SEGMENTS.c.target.is_(None),
     )
-    .values(target=bindparam("w_target"))
+    .values(
+        target=bindparam("w_target"),
+        origin=bindparam("w_origin"),
+        fingerprint=bindparam("w_fp"),
+    )
 )
 
 
-def _write_segments(session: Session, claim: Claim, translations: list[tuple[int, str]]) -> None:
+def _write_segments(
+    session: Session,
+    claim: Claim,
+    translations: Sequence[Written],
+    learned: Learned | None = None,
+) -> None:
     if translations:
-        session.execute(
-            _WRITE_SEGMENT,
-            [{"w_job": claim.job_id, "w_idx": i, "w_target": t} for i, t in translations],
-        )
+        rows = []
+        for row in translations:
+            origin, fp = (row[2], row[3]) if len(row) == 4 else (Origin.MT.value, None)
+            rows.append(
+                {"w_job": claim.job_id, "w_idx": row[0], "w_target": row[1], "w_origin": origin}
+                | {"w_fp": fp}
+            )
+        session.execute(_WRITE_SEGMENT, rows)
+    if learned is not None:
+        mtcache.store(session, learned.scope, learned.fingerprint, learned.entries)
 
 
 def _refresh_job_progress(session: Session, job_id: str) -> None:
-    total_done = (
-        select(func.coalesce(func.sum(Chunk.done), 0))
-        .where(Chunk.job_id == job_id)
-        .scalar_subquery()
+    def total(column):
+        return (
+            select(func.coalesce(func.sum(column), 0))
+            .where(Chunk.job_id == job_id)
+            .scalar_subquery()
+        )
+
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(
+            segments_done=total(Chunk.done),
+            segments_from_memory=total(Chunk.from_memory),
+            segments_from_cache=total(Chunk.from_cache),
+            segments_from_mt=total(Chunk.from_mt),
+        )
     )
-    session.execute(update(Job).where(Job.id == job_id).values(segments_done=total_done))
 
 
 def _ended_under(session: Session, claim: Claim, status: Status) -> bool:
@@ -261,7 +330,10 @@ def _ended_under(session: Session, claim: Claim, status: Status) -> bool:
 
 @retry_conflicts
 def finish_chunk(
-    session: Session, claim: Claim, translations: Sequence[tuple[int, str]] = ()
+    session: Session,
+    claim: Claim,
+    translations: Sequence[Written] = (),
+    learned: Learned | None = None,
 ) -> ChunkOutcome:
     """Write the last translations, mark the chunk succeeded and, if it was the job's
     last, end the job: one transaction.
@@ -272,12 +344,19 @@ def finish_chunk(
     under this claim (a commit whose answer was lost) counts as this call's success.
     """
     lock_job(session, claim.job_id)
-    _write_segments(session, claim, list(translations))
+    _write_segments(session, claim, translations, learned)
+    counts = _chunk_counts(session, claim)
+    counts.pop("done")
     won = affected(
         session,
         update(Chunk)
         .where(*_owned(claim))
-        .values(status=Status.SUCCEEDED, finished_at=db_now(), done=claim.end - claim.first),
+        .values(
+            status=Status.SUCCEEDED,
+            finished_at=db_now(),
+            done=claim.end - claim.first,
+            **counts,
+        ),
     )
     if won != 1 and not _ended_under(session, claim, Status.SUCCEEDED):
         session.commit()

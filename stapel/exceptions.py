@@ -31,6 +31,13 @@ class TooLarge(StapelError):
     code = "too_large"
 
 
+class QuotaFull(StapelError):
+    """A tenant's stored-size quota (its memories) has no room: 429, the limit named."""
+
+    status = 429
+    code = "quota_exceeded"
+
+
 class Unauthorized(StapelError):
     status = 401
     code = "unauthorized"

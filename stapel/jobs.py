@@ -62,6 +62,10 @@ class JobSpec:
     """Translate each sentence of a segment on its own (models are trained on sentences)."""
     api: str | None = None
     """The compat dialect that made the job (None for /v1); see Job.api."""
+    memories: tuple[str, ...] = ()
+    """The tenant's memories whose exact matches win (stapel.memories), in that order."""
+    use_cache: bool = True
+    """Reuse and add to the MT cache (off: every segment is translated by the model)."""
 
     @property
     def segments_total(self) -> int:
@@ -151,6 +155,11 @@ def store_job(
         attempts=0,
         segments_failed=0,
         split_sentences=spec.split_sentences,
+        use_cache=spec.use_cache,
+        memories=list(spec.memories) or None,
+        segments_from_memory=0,
+        segments_from_cache=0,
+        segments_from_mt=0,
         # the database's clock: the watchdog compares a chunk's age with its own reading
         created_at=session.scalar(select(db_now())),
     )
@@ -305,7 +314,11 @@ def document_starts(session: Session, job_id: str) -> list[int]:
 
 
 def iter_result(
-    session: Session, job: Job, page: int = 2000, *, sources: bool = False
+    session: Session,
+    job: Job,
+    page: int = 2000,
+    *,
+    sources: bool = False,
 ) -> Iterator[tuple[str | None, Iterator]]:
     """Yield (document id, its translated segments) in order, reading the DB page by page.
 
@@ -337,3 +350,17 @@ def iter_result(
     stream = targets()
     for name, count in documents:
         yield name, itertools.islice(stream, count)
+
+
+def iter_provenance(
+    session: Session, job_id: str, start: int, end: int, page: int = 2000
+) -> Iterator[tuple[str | None, str | None]]:
+    """Yield (origin, model fingerprint) of segments [start, end), page by page."""
+    for at in range(start, end, page):
+        rows = session.execute(
+            select(Segment.origin, Segment.fingerprint)
+            .where(Segment.job_id == job_id, Segment.idx >= at, Segment.idx < min(at + page, end))
+            .order_by(Segment.idx)
+        ).all()
+        session.rollback()
+        yield from ((origin, fp) for origin, fp in rows)

@@ -28,7 +28,7 @@ from stapel import tracer
 from stapel.presence import read_all
 from stapel.settings import current
 from stapel.states import ACTIVE, Status
-from stapel.tables import Chunk, Job
+from stapel.tables import CacheEntry, Chunk, Job, Memory
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,11 @@ MODEL_CACHE = Counter(
 )
 MODEL_LOADS = Counter("stapel_model_loads_total", "Models loaded by a worker", ["pair"])
 WATCHDOG = Counter("stapel_watchdog_actions_total", "What the watchdog did to chunks", ["action"])
+LOOKUPS = Counter(
+    "stapel_lookups_total",
+    "Segments (memory) or pieces (cache, dedup in flight) looked up, by whether reused",
+    ["source", "result"],
+)
 HTTP_REQUESTS = Counter(
     "stapel_http_requests_total",
     "HTTP requests served by the web",
@@ -90,6 +95,17 @@ def observe_segments(pool: str, pair: str, count: int) -> None:
     """Count segments written by this worker."""
     SEGMENTS.labels(pool, pair).inc(count)
     tracer.WINDOW.segments(count)
+
+
+def observe_lookup(source: str, hits: int, total: int) -> None:
+    """Count a lookup in a memory, the MT cache or the batcher's pieces in flight (dedup).
+
+    The hit ratio is hit / (hit + miss) of stapel_lookups_total per source.
+    """
+    if total:
+        LOOKUPS.labels(source, "hit").inc(hits)
+        LOOKUPS.labels(source, "miss").inc(total - hits)
+        tracer.WINDOW.lookup(source, hits, total)
 
 
 def start_exporter(port: int, addr: str | None = None, tries: int = 16) -> int | None:
@@ -157,7 +173,18 @@ class StateCollector(Collector):
                     if oldest is not None:
                         age.add_metric([pool], max(0.0, now - _epoch(oldest)))
         yield from (jobs, depth, running, age)
+        yield from self._sizes()
         yield from self._live()
+
+    def _sizes(self) -> Iterator[GaugeMetricFamily]:
+        cache = GaugeMetricFamily("stapel_mt_cache_entries", "Entries in the MT cache")
+        memory = GaugeMetricFamily(
+            "stapel_memory_entries", "Translation units in all tenants' memories"
+        )
+        with self.sessions() as session:
+            cache.add_metric([], session.scalar(select(func.count()).select_from(CacheEntry)) or 0)
+            memory.add_metric([], session.scalar(select(func.sum(Memory.entries))) or 0)
+        yield from (cache, memory)
 
     def _live(self) -> Iterator[GaugeMetricFamily]:
         workers = GaugeMetricFamily(

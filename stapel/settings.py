@@ -97,6 +97,9 @@ class Settings:
     interactive_max_items: int = setting("STAPEL_INTERACTIVE_MAX_ITEMS", 50)
     quota_characters_per_day: int = setting("STAPEL_QUOTA_CHARACTERS_PER_DAY", 0)
     compat_keep_s: float = setting("STAPEL_COMPAT_KEEP_S", 3600.0)
+    # Translation memories (stapel/memories.py): per-tenant size, per-upload size.
+    memory_quota_entries: int = setting("STAPEL_MEMORY_QUOTA_ENTRIES", 1_000_000)
+    memory_max_bytes: int = setting("STAPEL_MEMORY_MAX_BYTES", 64 * 1024 * 1024)
 
     # Workers: the pool, the engine and its batches, the segment budget.
     pool: str = setting("STAPEL_POOL", "cpu")
@@ -117,6 +120,10 @@ class Settings:
     beam_size: int = setting("STAPEL_BEAM_SIZE", 1)
     heartbeat_s: float = setting("STAPEL_HEARTBEAT_S", 10.0)
     tracer_s: float = setting("STAPEL_TRACER_S", 60.0)
+    # The MT cache (stapel/mtcache.py): on, shared across tenants, how long entries last.
+    cache_enabled: bool = setting("STAPEL_CACHE", True)
+    cache_shared: bool = setting("STAPEL_CACHE_SHARED", False)
+    cache_ttl_s: float = setting("STAPEL_CACHE_TTL_S", 30 * 86400.0)
 
     # Control (watchdog, callbacks) and the broker.
     heartbeat_timeout_s: float = setting("STAPEL_HEARTBEAT_TIMEOUT_S", 60.0)

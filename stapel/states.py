@@ -56,3 +56,14 @@ class CallbackStatus(StrEnum):
     PENDING = "pending"
     DELIVERED = "delivered"
     FAILED = "failed"
+
+
+class Origin(StrEnum):
+    """Where a segment's target came from (its provenance in the result)."""
+
+    MEMORY = "memory"
+    """An exact match in a translation memory the job named (a human translation)."""
+    CACHE = "cache"
+    """The MT cache: what the same model made of the same input before."""
+    MT = "mt"
+    """Translated by the model for this job (at least one of its pieces was)."""

@@ -9,7 +9,7 @@ import redis
 from celery import Celery
 from sqlalchemy.orm import Session
 
-from stapel import jobs, quotas
+from stapel import jobs, memories, quotas
 from stapel.dispatch import dispatch_stored
 from stapel.jobs import JobSpec
 from stapel.presence import Room
@@ -50,6 +50,7 @@ def submit(
         existing = jobs.by_idempotency_key(session, tenant_id, spec.idempotency_key)
         if existing is not None:
             return Submitted(existing, False)
+    memories.check_named(session, tenant_id, spec.memories, (spec.source_lang, spec.target_lang))
     with quotas.admit(
         client,
         session,

@@ -1,4 +1,6 @@
-"""Database tables: tenants, their API keys, jobs, documents, segments and chunks."""
+"""Database tables: tenants, their API keys, jobs, documents, segments and chunks; the
+machine-translation cache and the tenants' translation memories (stapel/mtcache.py,
+stapel/memories.py)."""
 
 from __future__ import annotations
 
@@ -166,6 +168,13 @@ class Job(Base):
     """Translate each sentence of a segment apart (None: stored before the option; on)."""
     chunks_total: Mapped[int] = mapped_column(Integer, default=1)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    use_cache: Mapped[bool | None] = mapped_column(Boolean)
+    """Look translations up in (and add them to) the MT cache (None: stored before; on)."""
+    memories: Mapped[list | None] = mapped_column(JSON)
+    """Ids of the tenant's translation memories whose exact matches win (None: none)."""
+    segments_from_memory: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    segments_from_cache: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    segments_from_mt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
     callback_status: Mapped[str | None] = mapped_column(String(16))
     callback_attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -217,6 +226,10 @@ class Segment(Base):
     error_code: Mapped[str | None] = mapped_column(String(32))
     """Set when the segment failed alone (its target stays NULL)."""
     error: Mapped[str | None] = mapped_column(Text)
+    origin: Mapped[str | None] = mapped_column(String(8))
+    """Where the target came from: `memory`, `cache` or `mt` (stapel.states.Origin)."""
+    fingerprint: Mapped[str | None] = mapped_column(String(16))
+    """The model fingerprint of a `cache` or `mt` target (stapel.mtcache)."""
 
 
 class Chunk(Base):
@@ -234,6 +247,9 @@ class Chunk(Base):
     end_segment: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16), default=Status.QUEUED)
     done: Mapped[int] = mapped_column(Integer, default=0)
+    from_memory: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    from_cache: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    from_mt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     claim_token: Mapped[str | None] = mapped_column(String(36))
     worker: Mapped[str | None] = mapped_column(String(255))
@@ -243,3 +259,51 @@ class Chunk(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class CacheEntry(Base):
+    """One machine translation of one piece, keyed by who may reuse it, model and input.
+
+    `scope` is the tenant's id, or SHARED_SCOPE when the operator shares the cache
+    across tenants (STAPEL_CACHE_SHARED); `key` is the hash of the piece's model input
+    (stapel.mtcache.piece_key). No source text is kept: only its hash.
+    """
+
+    __tablename__ = "mt_cache"
+    __table_args__ = (Index("ix_mt_cache_created", "created_at"),)
+
+    scope: Mapped[str] = mapped_column(String(36), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(16), primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When it was stored (DB clock): entries older than STAPEL_CACHE_TTL_S are misses."""
+
+
+class Memory(Base):
+    """A tenant's translation memory, imported from a TMX file for one language pair."""
+
+    __tablename__ = "memories"
+    __table_args__ = (Index("ix_memories_tenant_created", "tenant_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str | None] = mapped_column(String(255))
+    source_lang: Mapped[str] = mapped_column(String(16))
+    target_lang: Mapped[str] = mapped_column(String(16))
+    entries: Mapped[int] = mapped_column(Integer, default=0)
+    chars: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class MemoryEntry(Base):
+    """One translation unit of a memory, keyed by its normalized source's hash."""
+
+    __tablename__ = "memory_entries"
+
+    memory_id: Mapped[str] = mapped_column(
+        ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source: Mapped[str] = mapped_column(Text)
+    target: Mapped[str] = mapped_column(Text)

@@ -45,6 +45,8 @@ class Window:
     batch_sizes: list[int] = field(default_factory=list)
     fills: list[float] = field(default_factory=list)
     segment_count: int = 0
+    lookups: dict[str, list[int]] = field(default_factory=dict)
+    """Per source (memory, cache, dedup): [hits, looked up]."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stage(self, name: str, seconds: float) -> None:
@@ -60,12 +62,20 @@ class Window:
         with self.lock:
             self.segment_count += count
 
+    def lookup(self, source: str, hits: int, total: int) -> None:
+        with self.lock:
+            counts = self.lookups.setdefault(source, [0, 0])
+            counts[0] += hits
+            counts[1] += total
+
     def take(self) -> Window:
         """Return the collected values and start a new window."""
         with self.lock:
             taken = Window(self.stages, self.batch_sizes, self.fills, self.segment_count)
+            taken.lookups = self.lookups
             self.stages, self.batch_sizes, self.fills = {}, [], []
             self.segment_count = 0
+            self.lookups = {}
         return taken
 
 
@@ -130,6 +140,12 @@ def format_block(process: str, interval_s: float, window: Window, cluster: Clust
         f"segments_per_s={window.segment_count / interval_s:.2f} "
         f"segments={window.segment_count}"
     )
+    for source in ("memory", "cache", "dedup"):
+        hits, total = window.lookups.get(source, [0, 0])
+        lines.append(
+            f"  lookup source={source} hits={hits} looked_up={total} "
+            f"hit_ratio={hits / total if total else 0:.3f}"
+        )
     ratio = cluster.succeeded / cluster.finished if cluster.finished else 1.0
     lines.append(
         f"  jobs finished={cluster.finished} succeeded={cluster.succeeded} "

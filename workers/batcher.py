@@ -41,6 +41,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import ctranslate2
@@ -48,10 +49,14 @@ import sentencepiece as spm
 
 from stapel import metrics
 from stapel.broker import INTERACTIVE_PRIORITY
+from stapel.mtcache import piece_key
 from workers.isolation import hand_out, isolate, logids
 from workers.submission import Item, Submission, plan
 
 log = logging.getLogger(__name__)
+
+Known = Callable[[list[tuple[str, str]]], dict[str, tuple[str, str]]]
+"""Looks pieces up before they queue: (key, text) of each -> key -> (translation, origin)."""
 
 
 WINDOW_BUDGETS = 32
@@ -83,6 +88,10 @@ class BatchStats:
     real_tokens: int = 0
     failed_batches: int = 0
     failed_pieces: int = 0
+    deduplicated: int = 0
+    """Pieces that rode on an identical piece in flight instead of being translated."""
+    cached: int = 0
+    """Distinct pieces answered at submit (by a memory or the MT cache)."""
 
 
 class Batcher:
@@ -107,8 +116,11 @@ class Batcher:
         max_input_tokens: int = 512,
         lang: str = "en",
         memory_tokens: int = 0,
+        fingerprint: str = "",
     ) -> None:
         self.translator, self.source, self.target = translator, source, target
+        self.fingerprint = fingerprint
+        """The model's fingerprint (stapel.mtcache.fingerprint): what keys its cache."""
         self.budget, self.wait_s = budget, wait_s
         self.memory_tokens = memory_tokens
         """Rows x (longest source + output length) a batch may reach (0: no bound)."""
@@ -126,6 +138,8 @@ class Batcher:
         self._lanes: dict[int, deque[Item]] = {}
         """Waiting segments per priority, in arrival order (taken ones leave lazily)."""
         self._pending_tokens = 0
+        self._inflight: dict[str, Item] = {}
+        """Piece key -> the piece waiting or translating that identical pieces ride on."""
         self._running: dict[int, float] = {}
         """When each batch now translating started, by thread id."""
         self._seq = itertools.count()
@@ -146,11 +160,15 @@ class Batcher:
         job_id: str | None = None,
         tick_s: float | None = None,
         split_sentences: bool = True,
+        known: Known | None = None,
     ) -> Submission:
         """Queue (index, text) items; blank texts come back at once, untranslated.
 
         Each text goes in as pieces (its sentences with split_sentences, each cut to the
-        model's input limit) and comes back whole, its pieces joined.
+        model's input limit) and comes back whole, its pieces joined. `known(pieces)`
+        takes every piece's (key, text) and returns key -> (translation, origin) for
+        those a memory or the MT cache holds (one lookup for the whole request): they
+        are answered at once and never reach the model.
         """
         blank = [(i, t) for i, t in items if not t.strip()]
         work = [(i, t) for i, t in items if t.strip()]
@@ -168,33 +186,71 @@ class Batcher:
         )
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
         now = time.monotonic()
-        pieces = []
+        interactive = priority >= INTERACTIVE_PRIORITY
+        due = now + (INTERACTIVE_WAIT_S if interactive else self.wait_s)
+        pieces, looked = [], []
         for seg in planned:
             request.expect(seg)
             for slot, tokens in enumerate(seg.tokens):
                 if tokens is not None:
-                    pieces.append((seg.index, slot, tokens))
-        pieces.sort(key=lambda piece: len(piece[2]))
-        interactive = priority >= INTERACTIVE_PRIORITY
-        due = now + (INTERACTIVE_WAIT_S if interactive else self.wait_s)
+                    item = Item(0, now, request, seg.index, slot, tokens, due=due)
+                    item.interactive, item.priority = interactive, priority
+                    item.key = piece_key(tokens)
+                    pieces.append(item)
+                    looked.append((item.key, seg.parts[slot].text))
+        hits = known(looked) if known is not None and pieces else {}
+        if hits:
+            for origin in ("memory", "cache"):
+                answered = [
+                    (i, hits[i.key][0]) for i in pieces if hits.get(i.key, ("", ""))[1] == origin
+                ]
+                if answered:
+                    request.receive(answered, origin)
+            pieces = [item for item in pieces if item.key not in hits]
+            with self._cond:
+                self.stats.cached += len(hits)
+        pieces.sort(key=lambda item: item.size)
+        rides = 0
         with self._cond:
             lane = self._lanes.setdefault(priority, deque())
-            for index, slot, tokens in pieces:
-                item = Item(
-                    next(self._seq),
-                    now,
-                    request,
-                    index,
-                    slot,
-                    tokens,
-                    due=due,
-                    interactive=interactive,
-                )
+            for item in pieces:
+                item.seq = next(self._seq)
                 request.items.append(item)
+                if self._ride(item):
+                    rides += 1
+                    continue
+                self._inflight[item.key] = item
                 lane.append(item)
                 self._pending_tokens += item.size
             self._cond.notify()
+        metrics.observe_lookup("dedup", rides, len(pieces))
         return request
+
+    def _ride(self, item: Item) -> bool:
+        """Attach item to an identical piece in flight, if that one is served no later.
+
+        Called under the lock. A piece waiting at a lower priority is no ride (the new
+        one would wait longer); a piece already translating is, whatever its priority.
+        """
+        primary = self._inflight.get(item.key)
+        if primary is None or (not primary.taken and primary.priority < item.priority):
+            return False
+        item.taken = True  # never in a lane: withdrawals and token counts skip it
+        primary.followers.append(item)
+        self.stats.deduplicated += 1
+        return True
+
+    def _followers(self, batch: list[Item]) -> list[tuple[Item, Item]]:
+        """(primary, follower) for each piece riding on the batch's pieces; they leave
+        the in-flight index, so a piece arriving later is translated anew."""
+        with self._cond:
+            out = []
+            for item in batch:
+                if self._inflight.get(item.key) is item:
+                    del self._inflight[item.key]
+                out.extend((item, follower) for follower in item.followers)
+                item.followers = []
+            return out
 
     def _encode(self, texts: list[str]) -> list[list[str]]:
         return [t + self.suffix for t in self.source.encode(texts, out_type=str)]
@@ -208,6 +264,10 @@ class Batcher:
                 for item in lane
                 if not item.taken and item.request.job_id == job_id
             }
+            for primary in self._inflight.values():
+                for item in primary.followers:
+                    if item.request.job_id == job_id:
+                        found[id(item.request)] = item.request
         for request in found.values():
             request.withdraw()
         return len(found)
@@ -215,10 +275,16 @@ class Batcher:
     def withdraw(self, request: Submission) -> None:
         """Take a request's waiting pieces out of the lanes (a cancelled or lost chunk)."""
         with self._cond:
-            gone = [item for item in request.items if not item.taken]
+            gone = [
+                item
+                for item in request.items
+                if not item.taken and not any(not f.request.withdrawn for f in item.followers)
+            ]  # a waiting piece others ride on stays, translated for them
             for item in gone:
                 item.taken = True
                 self._pending_tokens -= item.size
+                if self._inflight.get(item.key) is item:
+                    del self._inflight[item.key]
             if gone:
                 for priority, lane in self._lanes.items():
                     self._lanes[priority] = deque(i for i in lane if not i.taken)
@@ -376,7 +442,9 @@ class Batcher:
             with self._cond:
                 self.stats.failed_batches += 1
                 self.stats.failed_pieces += len(failures)
-            hand_out(self.name, batch, failures, exc)
+            # what rode on a failed piece fails with it (what rode on the rest was delivered)
+            riders = [(f, error) for item, error in failures for _, f in self._followers([item])]
+            hand_out(self.name, batch, failures, exc, riders)
             return
         self._deliver(batch, outputs)
 
@@ -390,7 +458,9 @@ class Batcher:
 
     def _deliver(self, batch: list[Item], outputs: list[str]) -> None:
         parts: dict[int, tuple[Submission, list]] = {}
-        for item, text in zip(batch, outputs, strict=True):
+        by_item = dict(zip(map(id, batch), outputs, strict=True))
+        riders = [(follower, by_item[id(primary)]) for primary, follower in self._followers(batch)]
+        for item, text in [*zip(batch, outputs, strict=True), *riders]:
             parts.setdefault(id(item.request), (item.request, []))[1].append((item, text))
         jobs = logids(batch)
         level = logging.INFO if "," in jobs else logging.DEBUG

@@ -9,7 +9,7 @@ import logging
 import redis
 from celery import Celery
 
-from stapel import callbacks, liveness, logs, metrics, netguard
+from stapel import callbacks, liveness, logs, metrics, mtcache, netguard
 from stapel.broker import PRIORITY_SEP, send_callback
 from stapel.celery_config import CALLBACK_QUEUE, POOL_QUEUES
 from stapel.dispatch import dispatch
@@ -89,6 +89,8 @@ def run_watchdog(celery: Celery) -> str:
         if report.to_send:
             dispatch(session, celery, room, leased=report.to_send)
         purge_compat(session, settings.compat_keep_s)
+        # what expired since the last pass (ix_mt_cache_created): a few rows each time
+        mtcache.purge_expired(session, settings.cache_ttl_s)
     for job_id in report.callbacks:
         send_callback(celery, job_id)
     summary = report.summary()

@@ -23,8 +23,9 @@ import sentencepiece as spm
 
 from stapel.exceptions import ModelUnavailable
 from stapel.model_dirs import ModelDir, ModelFileError, limits, problems, scan
+from stapel.mtcache import fingerprint
 from workers import markup
-from workers.batcher import Batcher
+from workers.batcher import Batcher, Known
 from workers.submission import Result, Submission
 
 log = logging.getLogger(__name__)
@@ -307,10 +308,13 @@ class Engine:
             options["max_decoding_length"] = min(
                 options["max_decoding_length"], found_limits.decoder_positions
             )
+        # everything that changes output: the files, the options, how the math is done
+        output_options = {**options, "compute_type": compute_type, "device": self.device}
         batcher = Batcher(
             translator,
             source,
             target,
+            fingerprint=fingerprint(found.path, output_options),
             budget=self.batch_tokens,
             memory_tokens=self.batch_memory_tokens,
             wait_s=self.batch_wait_s,
@@ -323,6 +327,10 @@ class Engine:
         )
         return LoadedModel(found.pair, translator, source, target, batcher)
 
+    def fingerprint(self, pair: str) -> str:
+        """Return the fingerprint of pair's model (loading it if needed)."""
+        return self.model(pair).batcher.fingerprint
+
     def translate_batches(
         self,
         pair: str,
@@ -332,6 +340,7 @@ class Engine:
         job_id: str | None = None,
         tick_s: float | None = None,
         split_sentences: bool = True,
+        known: Known | None = None,
     ) -> Submission | markup.TaggedSubmission:
         """Return an iterable of lists of (index, translation), batch by batch.
 
@@ -340,7 +349,8 @@ class Engine:
         model cannot translate even alone comes back as a SegmentError. With tick_s, an
         empty list comes every tick_s seconds that nothing arrives (for heartbeats).
         Segments with inline codes are translated without them and get them back by
-        alignment (workers/markup.py).
+        alignment (workers/markup.py); they skip `known` (Batcher.submit): no sentence of
+        theirs is looked up in memories or the cache.
         """
         items = list(items)
         if markup.has_codes(items):
@@ -353,6 +363,7 @@ class Engine:
             job_id=job_id,
             tick_s=tick_s,
             split_sentences=split_sentences,
+            known=known,
         )
 
     def translate(self, pair: str, texts: list[str], split_sentences: bool = True) -> list[Result]:

@@ -11,7 +11,7 @@ blame: the tasks see the engine's error raised, and their chunks are retried.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from workers.submission import Item, SegmentError, Submission
 
@@ -38,9 +38,20 @@ def isolate(
     return failures
 
 
-def hand_out(name: str, batch: list[Item], failures: Failures, exc: Exception) -> None:
-    """Hand each failure to its request, and log the failed batch in one line."""
+def hand_out(
+    name: str,
+    batch: list[Item],
+    failures: Failures,
+    exc: Exception,
+    riders: Sequence[tuple[Item, Exception]] = (),
+) -> None:
+    """Hand each failure to its request, and log the failed batch in one line.
+
+    riders: identical pieces of other requests that rode on the failed ones (dedup in
+    flight); they fail the same way.
+    """
     engine_fault = len(batch) > 1 and len(failures) == len(batch)
+    riders = list(riders)
     log.warning(
         "batch failed model=%s segments=%d failed_alone=%d logids=%s failed_logids=%s error=%s%s",
         name,
@@ -52,11 +63,12 @@ def hand_out(name: str, batch: list[Item], failures: Failures, exc: Exception) -
         " (every segment fails alone: the engine is at fault)" if engine_fault else "",
     )
     if engine_fault:  # not the input: the tasks requeue their chunks
-        for request in {id(i.request): i.request for i in batch}.values():
+        every = [*batch, *(item for item, _ in riders)]
+        for request in {id(i.request): i.request for i in every}.values():
             request.fail(exc)
         return
     by_request: dict[int, tuple[Submission, list]] = {}
-    for item, error in failures:
+    for item, error in [*failures, *riders]:
         entry = by_request.setdefault(id(item.request), (item.request, []))
         entry[1].append((item, SegmentError.from_exception(error)))
     for request, pieces in by_request.values():

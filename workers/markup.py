@@ -56,6 +56,14 @@ class TaggedSubmission:
         self.batcher = inner.batcher
         self.sources = sources
 
+    @property
+    def origins(self) -> dict[int, str]:
+        return self.inner.origins
+
+    def take_learned(self) -> dict[str, str]:
+        """Nothing: a translation with its codes placed is not kept in the MT cache."""
+        return {}
+
     def withdraw(self) -> None:
         """Take the request's waiting pieces out of the aligning batcher."""
         self.inner.withdraw()
@@ -107,6 +115,7 @@ def aligner(model) -> Batcher:
                 model.source,
                 model.target,
                 budget=b.budget,
+                memory_tokens=b.memory_tokens,
                 wait_s=b.wait_s,
                 options=b.options,
                 suffix=tuple(b.suffix),
@@ -114,6 +123,7 @@ def aligner(model) -> Batcher:
                 parallel=b.parallel,
                 max_input_tokens=b.max_input_tokens,
                 lang=b.lang,
+                fingerprint=b.fingerprint,
             )
         return model.aligner
 

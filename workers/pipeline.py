@@ -17,10 +17,12 @@ from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stapel import logs, metrics
+from stapel import logs, memories, metrics, mtcache
 from stapel.broker import send_callback
 from stapel.chunks import (
     Claim,
+    Learned,
+    Written,
     chunk_size,
     claim_chunk,
     fail_chunk,
@@ -33,7 +35,7 @@ from stapel.dispatch import dispatch
 from stapel.exceptions import ModelUnavailable, PermanentTranslationError
 from stapel.interactive import announce_end
 from stapel.segment_errors import record_failures
-from stapel.states import ChunkOutcome, TaskOutcome
+from stapel.states import ChunkOutcome, Origin, TaskOutcome
 from stapel.tables import Chunk
 from workers.runtime import WorkerState, state
 from workers.submission import Result, SegmentError, Submission
@@ -174,49 +176,141 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         lambda: with_retry(session, lambda: record_batch(session, claim, [])),
     ):
         return _stopped(claim)
+    fp = current.engine.fingerprint(claim.pair)
+    recall = _recall(session, claim, pending)
+    rest = [(i, text) for i, text in pending if i not in recall]
+    lookups = _Lookups(session, claim, settings, fp)
     batches = current.engine.translate_batches(
         claim.pair,
-        pending,
+        rest,
         priority=claim.priority,
         job_id=claim.job_id,
         tick_s=settings.heartbeat_s,
         split_sentences=claim.split_sentences,
+        known=lookups.known if lookups.on else None,
     )
     try:
-        last, failed = _write_parts(current, session, claim, batches, len(pending))
+        recalled = [(i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())]
+        if recalled and rest:
+            if not with_retry(session, lambda: record_batch(session, claim, recalled)):
+                return _stopped(claim)
+            recalled = []
+        last, failed = _write_parts(current, session, claim, batches, len(rest), lookups)
     finally:
         batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
     if last is None:
         return _stopped(claim)
+    last = recalled + last
     write_started = time.monotonic()
     # one transaction: the chunk's end and, with the last chunk, the job's (retry-safe)
-    outcome = with_retry(session, lambda: finish_chunk(session, claim, last))
+    learned = lookups.learned(batches)
+    outcome = with_retry(session, lambda: finish_chunk(session, claim, last, learned))
     metrics.observe_stage("write", time.monotonic() - write_started)
     if outcome == ChunkOutcome.LOST:
         return _stopped(claim)
     if outcome == ChunkOutcome.JOB_SUCCEEDED and claim.has_callback:
         send_callback(celery, claim.job_id)
     log.info(
-        "chunk done logid=%s chunk=%d segments=%d failed=%d seconds=%.2f job=%s",
+        "chunk done logid=%s chunk=%d segments=%d failed=%d memory=%d reused_pieces=%d "
+        "seconds=%.2f job=%s",
         claim.job_id,
         claim.chunk_idx,
         len(pending),
         failed,
+        len(recall),
+        lookups.hits,
         time.monotonic() - started,
         "succeeded" if outcome == ChunkOutcome.JOB_SUCCEEDED else "running",
     )
     return outcome
 
 
+_MACHINE = (Origin.CACHE.value, Origin.MT.value)
+
+
+def _recall(session: Session, claim: Claim, pending: list[tuple[int, str]]) -> dict[int, str]:
+    """The chunk's segments an exact match of a memory the job names answers (one query)."""
+    if not claim.memories or not pending:
+        return {}
+    pair = (claim.pair.split("-", 1)[0], claim.pair.split("-", 1)[1])
+    found = with_retry(
+        session,
+        lambda: memories.lookup(session, claim.tenant_id, claim.memories, pending, pair),
+    )
+    session.commit()
+    metrics.observe_lookup("memory", len(found), len(pending))
+    return found
+
+
+class _Lookups:
+    """The chunk's pieces looked up once (memories, then the MT cache), and what the
+    model adds to the cache."""
+
+    def __init__(self, session: Session, claim: Claim, settings, fp: str) -> None:
+        self.session, self.claim, self.fp = session, claim, fp
+        self.cache = settings.cache_enabled and claim.use_cache
+        self.on = self.cache or bool(claim.memories)
+        self.ttl_s = settings.cache_ttl_s
+        self.scope = mtcache.scope(claim.tenant_id, settings.cache_shared)
+        self.hits = 0
+
+    def known(self, pieces: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+        """Look the pieces up: a named memory's exact match first, then the cache (one
+        query each; the batcher calls this at submit)."""
+        session, claim = self.session, self.claim
+        found: dict[str, tuple[str, str]] = {}
+        if claim.memories:
+            pair = tuple(claim.pair.split("-", 1))
+            numbered = list(enumerate(text for _, text in pieces))
+            recalled = with_retry(
+                session,
+                lambda: memories.lookup(session, claim.tenant_id, claim.memories, numbered, pair),
+            )
+            found = {pieces[n][0]: (target, Origin.MEMORY.value) for n, target in recalled.items()}
+            metrics.observe_lookup("memory", len(recalled), len(pieces))
+        keys = [key for key, _ in pieces if key not in found]
+        if self.cache and keys:
+            cached = with_retry(
+                session, lambda: mtcache.lookup(session, self.scope, self.fp, keys, self.ttl_s)
+            )
+            found.update((k, (t, Origin.CACHE.value)) for k, t in cached.items())
+            metrics.observe_lookup("cache", len(cached), len(keys))
+        session.commit()  # no transaction stays open while the pieces wait
+        self.hits = sum(key in found for key, _ in pieces)
+        return found
+
+    def learned(self, batches: Submission) -> Learned | None:
+        """The model's new piece translations since the last call, to store with a write."""
+        if not self.cache:
+            return None
+        entries = batches.take_learned()
+        return Learned(self.scope, self.fp, entries) if entries else None
+
+    def provenance(self, batches: Submission, texts: list[tuple[int, str]]) -> list[Written]:
+        """Each translated segment with its origin and the fingerprint of a machine one."""
+        origins = batches.origins
+        return [
+            (i, t, origins.get(i), self.fp if origins.get(i) in _MACHINE else None)
+            for i, t in texts
+        ]
+
+
 def _write_parts(
-    current: WorkerState, session: Session, claim: Claim, batches: Submission, left: int
-) -> tuple[list[tuple[int, str]] | None, int]:
+    current: WorkerState,
+    session: Session,
+    claim: Claim,
+    batches: Submission,
+    left: int,
+    lookups: _Lookups,
+) -> tuple[list[Written] | None, int]:
     """Write each translated part as it comes, with a heartbeat; keep the last one back.
 
     Returns (the last part, to be written with the chunk's finish, and how many segments
     failed alone), or (None, ...) when the claim was lost or the work withdrawn.
     """
     settings, failed = current.settings, 0
+    if left == 0:
+        return [], failed
     for part in batches:
         # A quiet tick heartbeats only while the model's batcher is getting through
         # work: a hung translation must stop the heartbeats so the watchdog acts.
@@ -229,10 +323,12 @@ def _write_parts(
             with_retry(session, lambda f=failures: record_failures(session, claim, f))
         if texts:
             metrics.observe_segments(settings.pool, claim.pair, len(texts))
+        written = lookups.provenance(batches, texts)
         if left == 0:
-            return texts, failed
+            return written, failed
         write_started = time.monotonic()
-        owned = with_retry(session, lambda t=texts: record_batch(session, claim, t))
+        learned = lookups.learned(batches)
+        owned = with_retry(session, lambda w=written, n=learned: record_batch(session, claim, w, n))
         metrics.observe_stage("write", time.monotonic() - write_started)
         if not owned:
             return None, failed

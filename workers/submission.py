@@ -66,6 +66,11 @@ class Item:
     """When this piece's batch runs even if the budget is not full."""
     interactive: bool = False
     """A piece of the interactive lane (stapel.broker.INTERACTIVE_PRIORITY)."""
+    key: str = ""
+    """The hash of tokens (stapel.mtcache.piece_key): identical pieces share it."""
+    priority: int = 0
+    followers: list[Item] = field(default_factory=list)
+    """Identical pieces of other requests that get this piece's translation (dedup)."""
 
     @property
     def size(self) -> int:
@@ -78,6 +83,8 @@ class _Segment:
     texts: list[str | None]
     left: int
     error: SegmentError | None = None
+    origins: set[str] = field(default_factory=set)
+    """Where its pieces' translations came from (mt, cache, memory)."""
 
 
 @dataclass
@@ -145,6 +152,10 @@ class Submission:
         """Every piece this submission put in the batcher (for a withdrawal)."""
         self.withdrawn = False
         self._segments: dict[int, _Segment] = {}
+        self.origins: dict[int, str] = {}
+        """Index -> "cache" or "mt" for each segment delivered with a translation."""
+        self.learned: dict[str, str] = {}
+        """Piece key -> translation, for the pieces the model translated (the cache's)."""
         self._lock = threading.Lock()
         self._results: queue.Queue = queue.Queue()
         if count == 0:
@@ -168,8 +179,12 @@ class Submission:
             if self.remaining <= 0:
                 self._results.put(_DONE)
 
-    def receive(self, pieces: list[tuple[Item, str | SegmentError]]) -> None:
-        """Take translated (or failed) pieces; deliver the segments they complete."""
+    def receive(self, pieces: list[tuple[Item, str | SegmentError]], origin: str = "mt") -> None:
+        """Take translated (or failed) pieces; deliver the segments they complete.
+
+        origin: where the pieces' translations come from: `mt` (the model), or `cache`
+        or `memory` (answered at submit, never translated).
+        """
         done: list[tuple[int, Result]] = []
         with self._lock:
             for item, out in pieces:
@@ -178,11 +193,22 @@ class Submission:
                     seg.error = seg.error or out
                 else:
                     seg.texts[item.slot] = out
+                    seg.origins.add(origin)
+                    if origin == "mt" and item.key and isinstance(out, str):
+                        self.learned[item.key] = out
                 seg.left -= 1
                 if seg.left == 0:
                     del self._segments[item.index]
+                    if seg.error is None:
+                        self.origins[item.index] = _origin(seg.origins)
                     done.append((item.index, seg.error or _joined(seg)))
         self.deliver(done)
+
+    def take_learned(self) -> dict[str, str]:
+        """Return and forget the model's new piece translations (to store in the cache)."""
+        with self._lock:
+            learned, self.learned = self.learned, {}
+        return learned
 
     def fail(self, exc: BaseException) -> None:
         """Fail the whole submission: its task sees exc raised."""
@@ -213,6 +239,15 @@ class Submission:
             if isinstance(part, BaseException):
                 raise part
             yield part
+
+
+def _origin(origins: set[str]) -> str:
+    """A segment's origin: mt if the model translated a piece of it, else cache if the
+    cache answered one, else memory (every piece a human translation)."""
+    for origin in ("mt", "cache", "memory"):
+        if origin in origins:
+            return origin
+    return "mt"
 
 
 def _joined(seg: _Segment):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.api import jobs, meta, progress
+from app.api import jobs, memories, meta, progress
 from app.api.blueprints import health, v1
 
-__all__ = ["health", "jobs", "meta", "progress", "v1"]
+__all__ = ["health", "jobs", "memories", "meta", "progress", "v1"]

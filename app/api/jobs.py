@@ -47,6 +47,11 @@ def job_json(job: Job) -> dict:
         "segments_done": job.segments_done,
         "segments_failed": job.segments_failed or 0,
         "split_sentences": job.split_sentences is not False,
+        "cache": job.use_cache is not False,
+        "memories": list(job.memories or []),
+        "segments_from_memory": job.segments_from_memory or 0,
+        "segments_from_cache": job.segments_from_cache or 0,
+        "segments_from_mt": job.segments_from_mt or 0,
         "attempts": job.attempts,
         "error": job.error,
         "metadata": job.meta,
@@ -263,12 +268,22 @@ def _json(session, job: Job, complete: bool) -> Iterator[str]:
         "segments_done": job.segments_done,
     }
     head["segments_failed"] = job.segments_failed or 0
+    for origin in ("memory", "cache", "mt"):
+        head[f"segments_from_{origin}"] = getattr(job, f"segments_from_{origin}") or 0
     errors = _errors_by_document(session, job)
     yield json.dumps(head)[:-1] + ', "documents": ['
+    starts = jobs.document_starts(session, job.id) + [job.segments_total]
+    session.rollback()
     for d, (name, segments) in enumerate(jobs.iter_result(session, job)):
         yield ("," if d else "") + '{"id": ' + json.dumps(name) + ', "segments": ['
         for s, target in enumerate(segments):
             yield ("," if s else "") + json.dumps(_shown(target), ensure_ascii=False)
+        # one entry per segment: where its target came from (null: not translated, blank)
+        yield '], "provenance": ['
+        rows = jobs.iter_provenance(session, job.id, starts[d], starts[d + 1])
+        for s, (origin, fingerprint) in enumerate(rows):
+            entry = {"origin": origin, "model": fingerprint} if origin else None
+            yield ("," if s else "") + json.dumps(entry)
         yield "]" + (', "errors": ' + json.dumps(errors[d]) if d in errors else "") + "}"
     yield "]}"
 

@@ -11,6 +11,7 @@ import json
 
 from flask import Blueprint, Response, jsonify
 
+from app.api import openapi_memories
 from app.compat import openapi as compat_openapi
 from stapel.states import Status
 
@@ -39,6 +40,9 @@ ERROR_CODES = {
         "invalid_limit",
         "invalid_cursor",
         "invalid_format",
+        "invalid_tmx",
+        "memory_pair_mismatch",
+        "too_many_memories",
     ],
     401: ["unauthorized"],
     404: ["not_found"],
@@ -49,8 +53,14 @@ ERROR_CODES = {
         "too_many_segments",
         "too_many_documents",
         "document_too_large",
+        "memory_too_large",
     ],
-    429: ["rate_limited", "quota_segments_per_day", "quota_jobs_in_flight"],
+    429: [
+        "rate_limited",
+        "quota_segments_per_day",
+        "quota_jobs_in_flight",
+        "memory_quota_exceeded",
+    ],
     500: ["internal_error"],
     503: ["database_unavailable", "broker_unavailable", "submission_busy"],
 }
@@ -59,7 +69,7 @@ ERROR_CODES = {
 _WHEN = {
     400: "Bad input; nothing is stored",
     401: "Missing, malformed, unknown or revoked key",
-    404: "Unknown job, or another tenant's",
+    404: "Unknown job or memory, or another tenant's",
     405: "Method not allowed",
     409: "The job already ended",
     413: "Body, segments or documents over the limits",
@@ -87,6 +97,11 @@ JOB = {
         "segments_done": {"type": "integer"},
         "segments_failed": {"type": "integer"},
         "split_sentences": {"type": "boolean"},
+        "cache": {"type": "boolean"},
+        "memories": {"type": "array", "items": {"type": "string"}},
+        "segments_from_memory": {"type": "integer"},
+        "segments_from_cache": {"type": "integer"},
+        "segments_from_mt": {"type": "integer"},
         "attempts": {"type": "integer"},
         "error": {"type": "string", "nullable": True},
         "metadata": {"type": "object", "nullable": True},
@@ -167,6 +182,17 @@ JOB_REQUEST = {
             "default": True,
             "description": "Translate each sentence on its own, joined with the source whitespace",
         },
+        "memories": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Ids of the tenant's memories of the pair; an exact match of a "
+            "segment's source wins over the cache and the model (the first named wins)",
+        },
+        "cache": {
+            "type": "boolean",
+            "default": True,
+            "description": "Reuse the MT cache (false: every segment from the model)",
+        },
     },
 }
 UPLOAD = {
@@ -179,6 +205,8 @@ UPLOAD = {
         "callback_url": {"type": "string"},
         "metadata": {"type": "string", "description": "A JSON object as text"},
         "split_sentences": {"type": "string", "enum": ["true", "false"]},
+        "memories": {"type": "string", "description": "Comma-separated memory ids"},
+        "cache": {"type": "string", "enum": ["true", "false"]},
         "files": {
             "type": "array",
             "items": {"type": "string", "format": "binary"},
@@ -225,6 +253,23 @@ RESULT = {
                 "properties": {
                     "id": {"type": "string", "nullable": True},
                     "segments": {"type": "array", "items": {"type": "string", "nullable": True}},
+                    "provenance": {
+                        "type": "array",
+                        "description": "Per segment: where its target came from (null: not "
+                        "translated yet, failed, or blank)",
+                        "items": {
+                            "type": "object",
+                            "nullable": True,
+                            "properties": {
+                                "origin": {"type": "string", "enum": ["memory", "cache", "mt"]},
+                                "model": {
+                                    "type": "string",
+                                    "nullable": True,
+                                    "description": "The model fingerprint (null for memory)",
+                                },
+                            },
+                        },
+                    },
                     "errors": {
                         "type": "array",
                         "description": "Segments that failed alone (their target is null)",
@@ -316,6 +361,7 @@ def _v1() -> dict:
                 "Upload": UPLOAD,
                 "Result": RESULT,
                 "Usage": USAGE,
+                "Memory": openapi_memories.MEMORY,
                 "Error": {
                     "type": "object",
                     "properties": {
@@ -333,6 +379,7 @@ def _v1() -> dict:
         },
         "security": [{"bearer": []}],
         "paths": {
+            **openapi_memories.paths(_op, _json, _errors),
             "/v1/jobs": {
                 "post": _op(
                     "Submit a job (JSON segments/documents, or uploaded files: .txt, XLIFF, "

@@ -24,6 +24,8 @@ JSON_FIELDS = {
     "callback_url",
     "metadata",
     "split_sentences",
+    "memories",
+    "cache",
 }
 FORM_FIELDS = JSON_FIELDS - {"segments", "documents"} | set(formats.OPTION_FIELDS)
 MAX_NAME_CHARS = 255
@@ -181,6 +183,26 @@ def _flag(value: object, name: str, default: bool) -> bool:
     raise ValidationError(f"{name} must be true or false", code="invalid_type")
 
 
+MAX_MEMORIES = 10
+
+
+def _memories(value: object) -> tuple[str, ...]:
+    """The memory ids a job names: a list (JSON) or a comma-separated string (a form)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ValidationError("memories must be a list of memory ids", code="invalid_type")
+    if len(value) > MAX_MEMORIES:
+        raise ValidationError(
+            f"a job may name at most {MAX_MEMORIES} memories", code="too_many_memories"
+        )
+    for v in value:
+        check_storable(v, "memories")
+    return tuple(dict.fromkeys(value))
+
+
 def _lang(value: object, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError(
@@ -219,6 +241,8 @@ def finish_spec(
         metadata=fields.get("metadata"),
         idempotency_key=key,
         split_sentences=_flag(fields.get("split_sentences"), "split_sentences", True),
+        memories=_memories(fields.get("memories")),
+        use_cache=_flag(fields.get("cache"), "cache", True),
     )
     spec.metadata = _metadata(spec.metadata, limits)
     total = spec.segments_total

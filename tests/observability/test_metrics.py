@@ -95,3 +95,12 @@ def test_tracer_writes_blocks_to_the_tracer_file(app, client, auth, tmp_path):
     assert "queue_depth cpu=1" in block and "stage=write count=1" in block
     assert "tracer process=web" in (tmp_path / "stapel.tracer").read_text()
     assert tracer.WINDOW.take().stages == {}, "a block starts a new window"
+
+
+def test_lookups_count_hits_and_misses_and_reach_the_tracer_block():
+    before = metrics.LOOKUPS.labels("cache", "hit")._value.get()
+    tracer.WINDOW.take()
+    metrics.observe_lookup("cache", 3, 4)
+    assert metrics.LOOKUPS.labels("cache", "hit")._value.get() == before + 3
+    block = tracer.format_block("w", 60, tracer.WINDOW.take(), tracer.Cluster())
+    assert "lookup source=cache hits=3 looked_up=4 hit_ratio=0.750" in block

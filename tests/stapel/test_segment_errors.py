@@ -66,10 +66,12 @@ def test_the_result_shows_failed_segments_as_null_with_their_error(app, client, 
     assert (status["status"], status["segments_failed"]) == ("succeeded", 1)
     result = client.get(job["links"]["result"], headers=auth).get_json()
     assert result["segments_failed"] == 1
-    assert result["documents"][0] == {"id": "a", "segments": ["X", "Y"]}
+    mt = {"origin": "mt", "model": None}
+    assert result["documents"][0] == {"id": "a", "segments": ["X", "Y"], "provenance": [mt, mt]}
     assert result["documents"][1] == {
         "id": "b",
         "segments": ["Z", None],
+        "provenance": [mt, None],
         "errors": [
             {"segment": 1, "code": "translation_failed", "message": "the model could not ..."}
         ],

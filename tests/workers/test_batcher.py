@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from tests.factories import same_width
 from workers.batcher import Batcher
 from workers.engine import Engine
 
@@ -57,8 +58,8 @@ def tiny_budget(model_root, wait_s=0.5):
 
 def test_higher_priority_overtakes_waiting_lower(model_root):
     batcher = tiny_budget(model_root)
-    low = batcher.submit([(i, "ab") for i in range(2)], priority=1, job_id="low")
-    high = batcher.submit([(i, "ab") for i in range(2)], priority=9, job_id="high")
+    low = batcher.submit(list(enumerate(same_width(batcher, 2))), priority=1, job_id="low")
+    high = batcher.submit(list(enumerate(same_width(batcher, 2))), priority=9, job_id="high")
     parts_low, parts_high = collect(low, high)
     assert [len(p) for p in parts_high] == [2]  # all in the first batch
     assert [len(p) for p in parts_low] == [1, 1]  # one squeezed in, one in the next batch
@@ -66,8 +67,8 @@ def test_higher_priority_overtakes_waiting_lower(model_root):
 
 def test_same_priority_is_first_come_first_served(model_root):
     batcher = tiny_budget(model_root)
-    first = batcher.submit([(i, "ab") for i in range(2)], priority=5, job_id="first")
-    second = batcher.submit([(i, "ab") for i in range(2)], priority=5, job_id="second")
+    first = batcher.submit(list(enumerate(same_width(batcher, 2))), priority=5, job_id="first")
+    second = batcher.submit(list(enumerate(same_width(batcher, 2))), priority=5, job_id="second")
     parts_first, parts_second = collect(first, second)
     assert [len(p) for p in parts_first] == [2]
     assert [len(p) for p in parts_second] == [1, 1]
@@ -136,9 +137,10 @@ LONG, SHORT = "the green house on the hill by the river", "yes"
 
 def test_batches_group_similar_lengths_across_jobs(model_root):
     batcher, recording, width = recording_batcher(model_root, lambda w: 2 * w(LONG))
+    longs, shorts = same_width(batcher, 2, LONG), same_width(batcher, 2, SHORT)
     requests = [
         batcher.submit([(0, text)], job_id=str(n))
-        for n, text in enumerate([LONG, SHORT, LONG, SHORT])
+        for n, text in enumerate([longs[0], shorts[0], longs[1], shorts[1]])
     ]
     collect(*requests)
     # In arrival order the batches would be long+short twice, padded to the long width.
@@ -149,7 +151,10 @@ def test_batches_group_similar_lengths_across_jobs(model_root):
 def test_oldest_segment_is_in_the_next_batch_even_among_shorter_ones(model_root):
     batcher, recording, width = recording_batcher(model_root, lambda w: 3 * w(SHORT))
     first = batcher.submit([(0, LONG)], job_id="old")
-    later = [batcher.submit([(0, SHORT)], job_id=str(n)) for n in range(6)]
+    later = [
+        batcher.submit([(0, text)], job_id=str(n))
+        for n, text in enumerate(same_width(batcher, 6, SHORT))
+    ]
     collect(first, *later)
     assert width(LONG) in recording.batches[0]
     assert sorted(size for batch in recording.batches for size in batch) == sorted(
@@ -209,7 +214,7 @@ def gated_batcher(model_root, parallel: int, widths: int = 1):
 @pytest.mark.parametrize("parallel", [1, 2, 3])
 def test_parallel_batches_translate_at_once(model_root, parallel):
     batcher, gate, _ = gated_batcher(model_root, parallel)
-    requests = [batcher.submit([(0, "ab")], job_id=str(n)) for n in range(4)]
+    requests = [batcher.submit([(0, *same_width(batcher, 1))], job_id=str(n)) for n in range(4)]
     assert gate.wait_inside(parallel)
     gate.open.set()
     parts = collect(*requests)
@@ -220,8 +225,8 @@ def test_parallel_batches_translate_at_once(model_root, parallel):
 
 def test_a_hung_batch_stops_progress_while_another_thread_runs(model_root):
     batcher, gate, _ = gated_batcher(model_root, 2)
-    batcher.submit([(0, "ab")], job_id="hung")
-    batcher.submit([(0, "ab")], job_id="waiting")
+    batcher.submit([(0, *same_width(batcher, 1))], job_id="hung")
+    batcher.submit([(0, *same_width(batcher, 1))], job_id="waiting")
     assert gate.wait_inside(2)
     assert batcher.progressing(within_s=30)
     assert not batcher.progressing(within_s=0)  # both batches are older than that
@@ -231,7 +236,7 @@ def test_a_hung_batch_stops_progress_while_another_thread_runs(model_root):
 def test_the_last_work_is_shared_between_free_threads(model_root):
     """Eight equal segments, room for sixteen: two batches of four run side by side."""
     batcher, gate, recording = gated_batcher(model_root, 2, widths=16)
-    request = batcher.submit([(i, "ab") for i in range(8)], job_id="burst")
+    request = batcher.submit(list(enumerate(same_width(batcher, 8))), job_id="burst")
     assert gate.wait_inside(2)
     gate.open.set()
     collect(request)
@@ -259,3 +264,29 @@ def test_memory_bound_cuts_rows_by_source_plus_output_and_keeps_the_output(model
     most_rows = 200 // (shortest + 12)  # what a batch of the shortest sources may hold
     assert batcher.stats.batches >= -(-len(texts) // most_rows) > 1
     assert batcher.stats.segments == len(texts)
+
+
+def test_identical_pieces_in_flight_are_translated_once_for_every_request(model_root):
+    """Dedup in flight: across requests (jobs) and within one, each gets its own result."""
+    batcher, recording, _width = recording_batcher(model_root, lambda w: 10_000)
+    shared, own = "the dog runs today.", "she reads books."
+    alone = Engine(model_root, max_decoding_length=8).translate("en-de", [shared, own])
+    a = batcher.submit([(0, shared), (1, own), (2, shared)], job_id="a")
+    b = batcher.submit([(5, shared)], job_id="b")
+    parts_a, parts_b = collect(a, b)
+    assert dict(x for part in parts_a for x in part) == {0: alone[0], 1: alone[1], 2: alone[0]}
+    assert dict(x for part in parts_b for x in part) == {5: alone[0]}
+    assert sum(len(batch) for batch in recording.batches) == 2  # shared once, own once
+    assert batcher.stats.deduplicated == 2
+
+
+def test_a_withdrawn_request_leaves_its_rides_translated_for_the_others(model_root):
+    batcher, recording, _width = recording_batcher(model_root, lambda w: 10_000, wait_s=0.5)
+    text = "we see green trees."
+    expected = Engine(model_root, max_decoding_length=8).translate("en-de", [text])
+    first = batcher.submit([(0, text)], job_id="first")
+    second = batcher.submit([(0, text)], job_id="second")
+    first.withdraw()  # long before the batch is due: its piece stays, the second rides on it
+    (parts,) = collect(second)
+    assert [text for part in parts for _, text in part] == expected
+    assert list(first) == [] and len(recording.batches) == 1

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from stapel.chunks import claim_chunk, pending_segments
 from stapel.tables import Chunk
-from tests.factories import job_body
+from tests.factories import job_body, same_width
 from tests.workers.test_batcher import Gate, Recording
 from workers.batcher import Batcher
 from workers.engine import Engine
@@ -34,17 +34,21 @@ def test_the_batcher_serves_the_effective_priority_of_two_tenants_chunks(
 ):
     sessions = app.extensions["stapel"].sessions
     step = app.extensions["stapel"].settings.fair_share_step
+    loaded = Engine(model_root, max_decoding_length=8).model("en-de")
+    # texts of one width, each its own: identical pieces in flight would be translated once
+    texts = iter(same_width(loaded.batcher, 2 * (3 * step + 1)))
     flood = [
-        client.post("/v1/jobs", headers=auth, json=job_body(["ab", "ab"], priority=9)).get_json()
+        client.post(
+            "/v1/jobs", headers=auth, json=job_body([next(texts), next(texts)], priority=9)
+        ).get_json()
         for _ in range(3 * step)
     ]
     other = client.post(
         "/v1/jobs",
         headers={"Authorization": f"Bearer {other_key}"},
-        json=job_body(["ab", "ab"], priority=9),
+        json=job_body([next(texts), next(texts)], priority=9),
     ).get_json()
 
-    loaded = Engine(model_root, max_decoding_length=8).model("en-de")
     gate = Gate(loaded.translator)
     width = len(loaded.batcher._encode(["ab"])[0])
     batcher = Batcher(

@@ -6,6 +6,7 @@ import threading
 import time
 
 from stapel.broker import INTERACTIVE_PRIORITY
+from tests.factories import same_width
 from workers.batcher import INTERACTIVE_BUDGET_DIV
 from workers.engine import Engine
 
@@ -37,8 +38,8 @@ def test_the_lane_goes_first_in_a_batch_of_its_own_size(model_root):
     b = batcher(model_root, wait_s=0.5)
     width = len(b.source.encode("ab", out_type=str)) + len(b.suffix)
     b.budget = 2 * INTERACTIVE_BUDGET_DIV * width  # a lane batch holds two "ab"
-    urgent = b.submit([(i, "ab") for i in range(10)], priority=9, job_id="urgent")
-    lane = b.submit([(i, "ab") for i in range(2)], priority=INTERACTIVE_PRIORITY, job_id="lane")
+    urgent = b.submit(list(enumerate(same_width(b, 10))), priority=9, job_id="urgent")
+    lane = b.submit(list(enumerate(same_width(b, 2))), priority=INTERACTIVE_PRIORITY, job_id="lane")
     got_urgent, got_lane = timed(urgent, lane)
     assert [len(part) for _, part in got_lane] == [2]
     assert sum(len(part) for _, part in got_urgent) == 10
@@ -50,8 +51,8 @@ def test_the_lane_does_not_wait_for_company_and_shares_its_batch(model_root):
     # One batch at a time (with two, the lane's segment and the job's would each get a
     # free thread's share); the job's lone segment alone would wait an hour.
     b = batcher(model_root, wait_s=3600, parallel=1)
-    job = b.submit([(0, "ab")], priority=5, job_id="job")
-    lane = b.submit([(0, "ab")], priority=INTERACTIVE_PRIORITY, job_id="lane")
+    job = b.submit([(0, *same_width(b, 1))], priority=5, job_id="job")
+    lane = b.submit([(0, *same_width(b, 1))], priority=INTERACTIVE_PRIORITY, job_id="lane")
     got_job, got_lane = timed(job, lane)
     assert [len(part) for _, part in got_lane] == [1] and [len(p) for _, p in got_job] == [1]
     assert b.stats.batches == 1  # the job's segment rode along in the lane's batch

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import same_width
 from tests.workers.test_batcher import Gate, Recording, collect
 from training.corpus import build_corpus
 from workers.batcher import Batcher
@@ -112,6 +113,21 @@ def test_a_poison_segment_fails_alone_and_the_rest_of_its_batch_is_delivered(mod
     assert len(recording.batches[0]) == 14  # all of them were in the first, failing batch
 
 
+def test_a_poison_piece_in_two_jobs_fails_in_both_and_their_good_pieces_arrive(model_root):
+    """Dedup in flight: the ride on a piece that fails alone fails the same way."""
+    batcher, recording = batcher_over(model_root, wait_s=0.5)
+    reference = Engine(model_root, max_decoding_length=8)
+    good = "we see green trees."
+    a = batcher.submit([(0, POISON), (1, good)], job_id="a")
+    b = batcher.submit([(0, good), (1, POISON)], job_id="b")
+    got_a, got_b = (dict(x for part in parts for x in part) for parts in collect(a, b))
+    (expected,) = reference.translate("en-de", [good])
+    assert got_a[1] == got_b[0] == expected
+    assert isinstance(got_a[0], SegmentError) and isinstance(got_b[1], SegmentError)
+    assert got_a[0].code == got_b[1].code == "input_too_long"
+    assert len(recording.batches[0]) == 2  # each piece once, though two jobs hold it
+
+
 class Broken:
     """A translator whose every call fails: an engine fault, not a bad input."""
 
@@ -142,10 +158,10 @@ def test_a_withdrawn_request_leaves_the_lanes_and_is_not_translated(model_root):
         options=loaded.batcher.options,
         suffix=loaded.batcher.suffix,
     )
-    cancelled = batcher.submit([(i, "ab") for i in range(40)], job_id="cancelled")
+    cancelled = batcher.submit(list(enumerate(same_width(batcher, 40))), job_id="cancelled")
     assert gate.wait_inside(1)  # its first batch of four is translating
     cancelled.withdraw()
-    other = batcher.submit([(0, "ab")], job_id="other")
+    other = batcher.submit([(0, *same_width(batcher, 1))], job_id="other")
     gate.open.set()
     (got,) = collect(other)
     assert [i for part in got for i, _ in part] == [0]
@@ -166,3 +182,13 @@ def test_a_request_withdrawn_twice_returns_its_tokens_once(model_root):
     assert batcher._pending_tokens == keep.items[0].size
     keep.withdraw()
     batcher.close()
+
+
+def test_an_engine_fault_reaches_every_request_riding_on_the_batch(model_root):
+    batcher, _ = batcher_over(model_root, translator=lambda _t: Broken())
+    first = batcher.submit([(0, "one"), (1, "two")], job_id="a")
+    second = batcher.submit([(0, "two"), (1, "one")], job_id="b")  # rides on the first's
+    for request in (first, second):
+        with pytest.raises(RuntimeError, match="illegal memory access"):
+            list(request)
+    assert batcher.stats.deduplicated == 2

@@ -1,0 +1,171 @@
+"""Translate each sentence once: Stapel with its MT cache and dedup against raw CTranslate2.
+
+    python -m bench.reuse --name reuse           # writes bench/results/reuse.json
+    python -m bench.reuse --name reuse-quick --docs 40 --decode 16
+
+A seeded corpus of small jobs (1-5 segments each, --docs of them) where a third of the
+segments repeat, drawn from a few hundred lines with a Zipf-like law (weight 1/rank), the
+rest unique. Rows, each against raw CTranslate2 translating every segment of the row in
+one translate_batch (raw has no memory: it translates every repeat again):
+  - repeats, cold: the cache empty; repeats are shared in flight and by the cache as the
+    run goes;
+  - repeats, second run: the same jobs sent again (all from the cache);
+  - no repeats, cache on vs cache off: a corpus without repeats, cache lookups and
+    inserts against none (`"cache": false` on each job: today's many-small row); each
+    pair of runs alternates on fresh corpora, medians kept.
+Same stack and settings as bench.throughput (one worker, the Transformer-base random model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import tempfile
+from pathlib import Path
+
+from bench.stack import Stack, free_port
+from bench.throughput import (
+    ROOT,
+    WARM_UP_DOCS,
+    Client,
+    WorkerProbe,
+    bench_model,
+    many_small,
+    raw_rate,
+    stack_env,
+)
+from stapel.db import make_engine, make_session_factory
+from stapel.keys import create_key
+from training.random_model import pseudo_corpus
+
+REPEAT_SHARE = 1 / 3
+"""The share of segments drawn from the repeating lines."""
+REPEATING_LINES = 300
+"""How many distinct lines the repeats are drawn from (weight 1/rank)."""
+
+
+def corpus(docs: int, seed: int, repeats: bool) -> list[list[str]]:
+    """Return docs small documents of 1-5 segments; with repeats a third are Zipf-drawn."""
+    rng = random.Random(seed)
+    sizes = [rng.randint(1, 5) for _ in range(docs)]
+    lines = pseudo_corpus(sum(sizes) + REPEATING_LINES, seed=seed)
+    common, unique = lines[:REPEATING_LINES], lines[REPEATING_LINES:]
+    weights = [1 / rank for rank in range(1, REPEATING_LINES + 1)]
+    out = []
+    for size in sizes:
+        doc = []
+        for _ in range(size):
+            if repeats and rng.random() < REPEAT_SHARE:
+                doc.append(rng.choices(common, weights)[0])
+            else:
+                doc.append(unique.pop())
+        out.append(doc)
+    return out
+
+
+def run(probe: WorkerProbe, client: Client, docs: list[list[str]], cache: bool) -> dict:
+    """Send the docs as small jobs at once (cache on or off) and time them to done."""
+    original = client.submit
+
+    def submit(body: dict):
+        return original({**body, "cache": cache})
+
+    client.submit = submit  # type: ignore[method-assign]
+    try:
+        row = probe.during(many_small, client, docs)
+    finally:
+        client.submit = original  # type: ignore[method-assign]
+    row["segments_per_s"] = row["segments"] / row["seconds"]
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default="reuse")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--parallel-batches", type=int, default=0)
+    parser.add_argument("--decode", type=int, default=40, help="output tokens per segment")
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--docs", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--pairs", type=int, default=3, help="cache on/off runs without repeats")
+    args = parser.parse_args(argv)
+
+    path = bench_model(args)
+    repeated = corpus(args.docs, seed=21, repeats=True)
+    flat = [t for d in repeated for t in d]
+    print("raw CTranslate2 ...", flush=True)
+    raw = raw_rate(path, flat, args)
+    stack = Stack(
+        Path(tempfile.mkdtemp(prefix="stapel-reuse-")),
+        {
+            **stack_env(args),
+            "STAPEL_CACHE": "on",
+            "STAPEL_FAIR_SHARE_STEP": "0",
+            "STAPEL_QUOTA_JOBS_IN_FLIGHT": "100000",
+        },
+    )
+    rows: dict = {}
+    try:
+        stack.start_web()
+        port = free_port()
+        stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(port)})
+        probe = WorkerProbe(f"http://127.0.0.1:{port}/metrics", stack)
+        with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
+            key = create_key(session, "bench")[1]
+        client = Client(stack, key)
+        print("warm-up ...", flush=True)
+        many_small(client, [[t] for t in pseudo_corpus(WARM_UP_DOCS, seed=11)])
+        pairs: dict[str, list[dict]] = {"off": [], "on": []}
+        for n in range(args.pairs):
+            for mode in ("off", "on") if n % 2 == 0 else ("on", "off"):
+                print(f"no repeats, cache {mode} ({n + 1}/{args.pairs}) ...", flush=True)
+                fresh = corpus(args.docs, seed=100 + 2 * n + (mode == "on"), repeats=False)
+                pairs[mode].append(run(probe, client, fresh, cache=mode == "on"))
+        print("repeats, cold ...", flush=True)
+        rows["repeats, cold"] = run(probe, client, repeated, cache=True)
+        print("repeats, second run ...", flush=True)
+        rows["repeats, second run"] = run(probe, client, repeated, cache=True)
+    finally:
+        stack.stop()
+    for mode in ("off", "on"):
+        rates = [r["segments_per_s"] for r in pairs[mode]]
+        median = sorted(pairs[mode], key=lambda r: r["segments_per_s"])[len(rates) // 2]
+        rows[f"no repeats, cache {mode}"] = {**median, "runs_segments_per_s": rates}
+    results = {
+        "name": args.name,
+        "docs": args.docs,
+        "segments": len(flat),
+        "distinct_segments": len(set(flat)),
+        "decode_tokens": args.decode,
+        "raw_segments_per_s": raw,
+        "raw_note": "raw CTranslate2 has no memory: every segment translated, repeats included",
+        "rows": rows,
+        "cold_no_repeats_vs_off": statistics.median(
+            on / off
+            for on, off in zip(
+                rows["no repeats, cache on"]["runs_segments_per_s"],
+                rows["no repeats, cache off"]["runs_segments_per_s"],
+                strict=True,
+            )
+        ),
+    }
+    out = ROOT / "bench" / "results" / f"{args.name}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\n{len(flat)} segments ({len(set(flat))} distinct) in {args.docs} jobs")
+    print("| row | segments/s | ratio to raw (no memory) |\n|---|---:|---:|")
+    print(f"| raw CTranslate2, one call | {raw:.1f} | 1.00 |")
+    for name, row in rows.items():
+        print(f"| {name} | {row['segments_per_s']:.1f} | {row['segments_per_s'] / raw:.2f} |")
+    print(
+        f"cache on / off without repeats (median of pairs): {results['cold_no_repeats_vs_off']:.3f}"
+    )
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The machine-translation cache: what a model made of a piece, reused instead of redone.
+
+An entry is keyed by its scope (the tenant, or SHARED_SCOPE when the operator shares the
+cache: STAPEL_CACHE_SHARED), the model's fingerprint and the piece's key. The key is the
+hash of the exact token sequence the model is fed (the piece's SentencePiece pieces,
+end-of-source token included), so the documented normalization is SentencePiece's own:
+two sources the model cannot tell apart share an entry, and a hit is by construction
+what the model would produce now. The fingerprint covers the model's files and every
+option that changes output (decoding lengths, beam size, compute type, device), so an
+updated model or a changed option never serves an old translation.
+
+A chunk's pieces are looked up in one query (the primary key's index); its new
+translations are stored with one bulk upsert in the transaction that writes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from stapel.tables import CacheEntry, db_now
+
+log = logging.getLogger(__name__)
+
+SHARED_SCOPE = "*"
+"""The scope of every entry when the cache is shared across tenants."""
+
+STORE_BATCH = 500
+"""Entries per upsert statement (4 bound parameters each)."""
+
+LOOKUP_BATCH = 900
+"""Keys per lookup statement (SQLite's default limit is 999 bound parameters)."""
+
+
+def piece_key(tokens: Sequence[str]) -> str:
+    """Return the cache key of a piece: the hash of the tokens the model is fed."""
+    return hashlib.sha256("\x1f".join(tokens).encode()).hexdigest()
+
+
+def fingerprint(model_dir: Path, options: dict) -> str:
+    """Return a model's fingerprint: its files' contents and the output-changing options."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(model_dir).iterdir() if p.is_file()):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    digest.update(json.dumps(options, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16]
+
+
+def scope(tenant_id: str, shared: bool) -> str:
+    """Return the scope a tenant's entries live in."""
+    return SHARED_SCOPE if shared else tenant_id
+
+
+def lookup(
+    session: Session, scope_: str, fp: str, keys: Iterable[str], ttl_s: float
+) -> dict[str, str]:
+    """Return key -> target for the keys cached in scope for fp and not expired."""
+    wanted = sorted(set(keys))
+    found: dict[str, str] = {}
+    for start in range(0, len(wanted), LOOKUP_BATCH):
+        rows = session.execute(
+            select(CacheEntry.key, CacheEntry.target).where(
+                CacheEntry.scope == scope_,
+                CacheEntry.fingerprint == fp,
+                CacheEntry.key.in_(wanted[start : start + LOOKUP_BATCH]),
+                CacheEntry.created_at > db_now(-ttl_s),
+            )
+        )
+        found.update((key, target) for key, target in rows)
+    return found
+
+
+def store(session: Session, scope_: str, fp: str, learned: dict[str, str]) -> None:
+    """Upsert key -> target entries (in the caller's transaction; it commits)."""
+    if not learned:
+        return
+    dialect = session.get_bind().dialect.name
+    make = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    rows = [
+        {"scope": scope_, "fingerprint": fp, "key": k, "target": t, "created_at": db_now()}
+        for k, t in sorted(learned.items())  # one order: concurrent upserts never deadlock
+    ]
+    for start in range(0, len(rows), STORE_BATCH):
+        statement = make(CacheEntry).values(rows[start : start + STORE_BATCH])
+        statement = statement.on_conflict_do_update(
+            index_elements=["scope", "fingerprint", "key"],
+            set_={
+                "target": statement.excluded.target,
+                "created_at": statement.excluded.created_at,
+            },
+        )
+        session.execute(statement)
+
+
+def purge(session: Session, scope_: str) -> int:
+    """Delete every entry of a scope (a tenant, or SHARED_SCOPE); return how many."""
+    result = session.execute(delete(CacheEntry).where(CacheEntry.scope == scope_))
+    session.commit()
+    count = int(getattr(result, "rowcount", 0) or 0)
+    log.info("mt cache purged scope=%s count=%d", scope_, count)
+    return count
+
+
+def purge_expired(session: Session, ttl_s: float) -> int:
+    """Delete the entries older than ttl_s (through ix_mt_cache_created); return how many."""
+    result = session.execute(delete(CacheEntry).where(CacheEntry.created_at <= db_now(-ttl_s)))
+    session.commit()
+    count = int(getattr(result, "rowcount", 0) or 0)
+    if count:
+        log.info("mt cache expired entries purged count=%d ttl_s=%g", count, ttl_s)
+    return count
