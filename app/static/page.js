@@ -51,6 +51,7 @@
     waitUntil: 0,
     usageAt: 0,
     files: [],
+    memories: [], // the tenant's memories, read at sign-in
   };
 
   class ApiError extends Error {
@@ -115,11 +116,33 @@
       option.textContent = `${p.source} → ${p.target}`;
       select.append(option);
     }
+    await loadMemories();
     $("signin").hidden = true;
     $("workspace").hidden = false;
     $("logout").hidden = false;
     $("files").focus();
     refresh();
+  }
+
+  // The tenant's memories of the chosen pair, to name in a job.
+  async function loadMemories() {
+    const response = await api("/v1/memories");
+    state.memories = (await response.json()).memories;
+    showMemories();
+  }
+
+  function showMemories() {
+    const [source, target] = $("pair").value.split("-");
+    const select = $("memories");
+    select.replaceChildren();
+    for (const m of state.memories || []) {
+      if (m.source_lang !== source || m.target_lang !== target) continue;
+      const option = document.createElement("option");
+      option.value = m.id;
+      option.textContent = `${m.name || m.id.slice(0, 8)} (${m.entries} entries)`;
+      select.append(option);
+    }
+    $("memory-options").hidden = select.options.length === 0;
   }
 
   function signOut(reason) {
@@ -202,6 +225,8 @@
     addFiles(event.dataTransfer.files);
   });
 
+  $("pair").addEventListener("change", showMemories);
+
   // --- submitting: one multipart POST /v1/jobs ------------------------------------
   $("job-form").addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -216,6 +241,9 @@
     form.append("target_lang", target);
     form.append("priority", $("priority").value);
     form.append("split_sentences", $("split_sentences").checked ? "true" : "false");
+    form.append("cache", $("cache").checked ? "true" : "false");
+    const memories = [...$("memories").selectedOptions].map((o) => o.value);
+    if (memories.length) form.append("memories", memories.join(","));
     // document options apply to the files after them in the body: send them first
     form.append("overwrite_targets", $("overwrite_targets").checked ? "true" : "false");
     form.append("mark_fuzzy", $("mark_fuzzy").checked ? "true" : "false");
@@ -398,13 +426,14 @@
       `created ${new Date(job.created_at).toLocaleString()}`,
       `id ${job.id}`,
     ].filter(Boolean).join(" · ");
-    // Counts by origin (memory, cache, machine): shown when the API's job carries them.
+    // Counts by origin: a human memory, the MT cache, the model.
     const origins = node.querySelector(".job-origins");
-    if (job.origins && typeof job.origins === "object") {
-      origins.hidden = false;
-      origins.textContent = "Segments from: " + Object.entries(job.origins)
-        .map(([k, v]) => `${k} ${v}`).join(" · ");
-    }
+    const fromMemory = job.segments_from_memory || 0;
+    const fromCache = job.segments_from_cache || 0;
+    const fromMt = job.segments_from_mt || 0;
+    origins.hidden = fromMemory + fromCache + fromMt === 0;
+    origins.textContent = `Segments from: memory ${fromMemory} · cache ${fromCache}` +
+      ` · machine translation ${fromMt}`;
     show(node.querySelector(".job-error"), job.error ? `Error: ${job.error}` : "");
     node.querySelector(".cancel").hidden = !ACTIVE.has(job.status);
     node.querySelector(".download-all").textContent =

@@ -8,6 +8,7 @@ Screenshots of the job list and of a finished job are kept under the test's tmp 
 from __future__ import annotations
 
 import io
+import json
 import os
 import zipfile
 from pathlib import Path
@@ -256,3 +257,35 @@ def test_the_rate_limit_is_shown_and_waited_for(browser, settings_overrides, api
         held = [r for r in user.requests if "/v1/" in r.url]
         assert len(held) == 4, [r.url for r in held]
     limited.extensions["stapel"].engine.dispose()
+
+
+def test_a_named_memory_answers_and_the_origins_are_shown(browser, server, worker, api_key):
+    """The tenant's memory of the pair is offered; a job naming it shows where each
+    segment came from (memory, cache, machine)."""
+    expect = playwright_api.expect
+    source, human = "The quarterly report is ready.", "Der Quartalsbericht liegt vor."
+    tmx = (
+        '<?xml version="1.0" encoding="UTF-8"?><tmx version="1.4"><header srclang="en" '
+        'datatype="plaintext" segtype="sentence" adminlang="en" o-tmf="t" creationtool="t" '
+        f'creationtoolversion="1"/><body><tu><tuv xml:lang="en"><seg>{source}</seg></tuv>'
+        f'<tuv xml:lang="de"><seg>{human}</seg></tuv></tu></body></tmx>'
+    )
+    made = requests.post(
+        server.url + "/v1/memories?source_lang=en&target_lang=de&name=reports",
+        headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/x-tmx+xml"},
+        data=tmx.encode(),
+    )
+    assert made.status_code == 201, made.text
+    user = Session(browser, server.url)
+    user.sign_in(api_key)
+    user.page.locator("#pair").select_option("en-de")
+    memories = user.page.locator("#memories")
+    expect(memories).to_be_visible()
+    memories.select_option(made.json()["id"])
+    text = f"{source}\nA sentence no memory holds.\n".encode()
+    job = user.upload([("report.txt", "text/plain", text)])
+    expect(user.job(job["id"]).locator(".job-origins")).to_have_text(
+        "Segments from: memory 1 · cache 0 · machine translation 1", timeout=DEADLINE_MS
+    )
+    result = api(server, api_key, f"/v1/jobs/{job['id']}/result").json()
+    assert human in json.dumps(result, ensure_ascii=False)
