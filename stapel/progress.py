@@ -16,8 +16,9 @@ from datetime import datetime
 from sqlalchemy import func, literal, select, union_all
 from sqlalchemy.orm import Session
 
+from stapel.formats.results import documents_of
 from stapel.states import ACTIVE
-from stapel.tables import Chunk, Document, DocumentFile, Job, Segment, db_now
+from stapel.tables import Chunk, Job, Segment, db_now
 
 
 @dataclass(frozen=True)
@@ -49,21 +50,7 @@ def documents(session: Session, job: Job) -> list[DocumentProgress]:
     of its segments ended in each document it covers without reading them; only the
     chunks part done across a document boundary have segments counted, in one read.
     """
-    docs = session.execute(
-        select(
-            Document.idx,
-            Document.name,
-            DocumentFile.format,
-            Document.first_segment,
-            Document.segment_count,
-        )
-        .outerjoin(
-            DocumentFile,
-            (DocumentFile.job_id == Document.job_id) & (DocumentFile.idx == Document.idx),
-        )
-        .where(Document.job_id == job.id)
-        .order_by(Document.idx)
-    ).all()
+    docs = documents_of(session, job)
     if not docs:
         session.rollback()
         return []

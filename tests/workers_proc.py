@@ -92,3 +92,18 @@ class ServerThread:
 
     def __exit__(self, *_exc) -> None:
         self.server.shutdown()
+
+
+def stack_worker(app, settings_overrides: dict, tmp_path: Path, **env: str):
+    """Start a worker on the app's database, Redis and model root (env added); yield it.
+
+    For a test module's `worker` fixture: `yield from stack_worker(app, ...)`.
+    """
+    base = {
+        "DATABASE_URL": settings_overrides["database_url"],
+        "REDIS_URL": settings_overrides["redis_url"],
+        "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),
+    }
+    proc = WorkerProcess({**base, **env}, tmp_path).start(app.extensions["stapel"].celery)
+    yield proc
+    proc.stop()

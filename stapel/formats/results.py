@@ -31,7 +31,8 @@ class Rendered:
     """The file's bytes, or (a zip of several) its bytes as they are made."""
 
 
-def _documents(session: Session, job: Job) -> list:
+def documents_of(session: Session, job: Job) -> list:
+    """The job's document rows in order: idx, name, first_segment, segment_count, format."""
     return list(
         session.execute(
             select(
@@ -61,7 +62,7 @@ def _filename(idx: int, name: str | None, fmt: str | None) -> str:
 
 def render(session: Session, job: Job, idx: int) -> Rendered:
     """Rebuild document idx of the job (0-based) in its own format."""
-    documents = _documents(session, job)
+    documents = documents_of(session, job)
     if not 0 <= idx < len(documents):
         raise NotFound(f"job {job.id} has no document {idx} (it has {len(documents)})")
     return _render(session, job, documents[idx])
@@ -99,7 +100,7 @@ def _render(session: Session, job: Job, doc) -> Rendered:
 
 def files(session: Session, job: Job) -> Rendered:
     """The job's documents: the one file itself, or a zip of all of them, streamed."""
-    documents = _documents(session, job)
+    documents = documents_of(session, job)
     session.rollback()
     if len(documents) == 1:
         return _render(session, job, documents[0])

@@ -20,7 +20,7 @@ from app import create_app
 from tests.factories import sentences
 from tests.formats.samples import PO, XLIFF12
 from tests.observability.test_flower_e2e import chromium  # noqa: F401 (a fixture)
-from tests.workers_proc import ServerThread, WorkerProcess
+from tests.workers_proc import ServerThread, stack_worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -39,15 +39,7 @@ def settings_overrides(settings_overrides):
 
 @pytest.fixture
 def worker(app, settings_overrides, tmp_path):
-    env = {
-        "DATABASE_URL": settings_overrides["database_url"],
-        "REDIS_URL": settings_overrides["redis_url"],
-        "STAPEL_MODEL_ROOT": str(MODELS),
-        "STAPEL_THREADS": "1",
-    }
-    proc = WorkerProcess(env, tmp_path).start(app.extensions["stapel"].celery)
-    yield proc
-    proc.stop()
+    yield from stack_worker(app, settings_overrides, tmp_path, STAPEL_THREADS="1")
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from tests.factories import wait_for
 from tests.formats.samples import PO, XLIFF12, sample_docx
 from tests.formats.test_bad_input import upload
-from tests.workers_proc import WorkerProcess
+from tests.workers_proc import stack_worker
 
 pytestmark = pytest.mark.e2e
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -25,15 +25,9 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 
 @pytest.fixture
 def worker(app, settings_overrides, tmp_path):
-    env = {
-        "DATABASE_URL": settings_overrides["database_url"],
-        "REDIS_URL": settings_overrides["redis_url"],
-        "STAPEL_MODEL_ROOT": str(MODELS),
-        "STAPEL_THREADS": "1",
-    }
-    proc = WorkerProcess(env, tmp_path).start(app.extensions["stapel"].celery)
-    yield proc
-    proc.stop()
+    yield from stack_worker(
+        app, settings_overrides, tmp_path, STAPEL_MODEL_ROOT=str(MODELS), STAPEL_THREADS="1"
+    )
 
 
 def test_documents_with_tags_come_back_translated(client, auth, worker):

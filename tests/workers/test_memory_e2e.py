@@ -6,23 +6,20 @@ import pytest
 
 from tests.factories import sentences, wait_for
 from tests.test_e2e import raw_translate
-from tests.workers_proc import WorkerProcess
+from tests.workers_proc import stack_worker
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
 def worker(app, settings_overrides, tmp_path):
-    env = {
-        "DATABASE_URL": settings_overrides["database_url"],
-        "REDIS_URL": settings_overrides["redis_url"],
-        "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),
-        "STAPEL_MAX_DECODING_LENGTH": "24",
-        "STAPEL_BATCH_TOKENS": "512",
-    }
-    proc = WorkerProcess(env, tmp_path).start(app.extensions["stapel"].celery)
-    yield proc
-    proc.stop()
+    yield from stack_worker(
+        app,
+        settings_overrides,
+        tmp_path,
+        STAPEL_MAX_DECODING_LENGTH="24",
+        STAPEL_BATCH_TOKENS="512",
+    )
 
 
 def run(client, auth, worker, segments, **fields) -> tuple[dict, dict]:
