@@ -66,7 +66,9 @@ def test_a_worker_killed_at_the_job_update(fault, make_stack, reference, report)
     (job,) = stack.jobs(ids).values()
     chunks = [c.status for c in stack.chunks(ids[0])]
     if fault == "finish-commit-kill":
-        assert (job.status, chunks) == ("running", ["succeeded", "succeeded"])
+        # the chunks committed, the job's end not: running, unless the watchdog's pass
+        # (every second) ended it before this read; the log below says which ended it
+        assert chunks == ["succeeded", "succeeded"] and job.status in ("running", "succeeded")
         finished_at = stack.wait_done(ids)  # the watchdog alone: no translating worker
     else:
         assert (job.status, chunks) == ("running", ["succeeded", "running"])
@@ -78,7 +80,8 @@ def test_a_worker_killed_at_the_job_update(fault, make_stack, reference, report)
         "state_at_kill": {"job": job.status, "chunks": chunks},
         "watchdog_s": WATCHDOG_S,
         "heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
-        "ended_by_watchdog": "watchdog ended a job whose chunks had all ended" in stack.logs(),
+        "ended_by_watchdog": f"watchdog ended a job whose chunks had all ended logid={ids[0]}"
+        in stack.logs(),
     }
     report(figures)
 
