@@ -18,6 +18,7 @@ from lxml import etree
 from stapel.formats import align, htmlruns, inline
 from stapel.formats.base import FormatError
 from stapel.formats.fragments import Markup, parse
+from workers.engine import Engine
 from workers.markup import at_edges
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -180,6 +181,14 @@ def test_any_alignment_rebuilds_well_nested_markup(text, data):
     htmlruns.units(out)  # raises FormatError unless every element nests
     if kind == "xml":
         etree.fromstring(f"<r>{out}</r>".encode())
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = Engine(MODELS, threads=1, max_loaded=1)
+    yield eng
+    for pair in eng.loaded_pairs():
+        eng.model(pair).batcher.close()
 
 
 @pytest.mark.parametrize(

@@ -17,10 +17,19 @@ from lxml import etree
 
 from stapel.formats import FORMATS, Limits, Options, render_document
 from tests.formats.samples import HTML, PO, SRT, XLIFF2, XLIFF12, sample_docx
+from workers.engine import Engine
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 X1 = "{urn:oasis:names:tc:xliff:document:1.2}"
 X2 = "{urn:oasis:names:tc:xliff:document:2.0}"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = Engine(MODELS, threads=1, max_loaded=1)
+    yield eng
+    for pair in eng.loaded_pairs():
+        eng.model(pair).batcher.close()
 
 
 def translated(engine, fmt: str, data: bytes, options: Options | None = None) -> bytes:
