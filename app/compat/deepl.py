@@ -38,6 +38,8 @@ SPLIT_SENTENCES = ("0", "1", "nonewlines")
 XML_ONLY = ("splitting_tags", "non_splitting_tags", "outline_detection")
 """Tag options that only XML tag handling has here."""
 OUTLINE = {"1": True, "true": True, "0": False, "false": False}
+TAG_HANDLING_VERSIONS = ("v1", "v2")
+"""DeepL's tag algorithms; both name Stapel's one, which parses XML strictly as v2 does."""
 
 
 def _status(status: int, code: str) -> int:
@@ -101,6 +103,18 @@ def _check_options() -> None:
         raise ValidationError("glossary_id: this server has no glossaries", code="invalid_request")
 
 
+def _tag_handling_version() -> str | None:
+    """The tag_handling_version asked for, checked; answered back as DeepL does."""
+    version = params().text("tag_handling_version")
+    if version is None:
+        return None
+    if version.lower() not in TAG_HANDLING_VERSIONS:
+        raise ValidationError(
+            "Value for 'tag_handling_version' not supported.", code="invalid_request"
+        )
+    return version.lower()
+
+
 def _markup() -> Markup | None:
     """The request's tag_handling with its tag options (None: plain text)."""
     p = params()
@@ -148,22 +162,23 @@ def translate():
         raise ValidationError("Parameter 'text' must hold strings.", code="invalid_type")
     target = _required("target_lang")
     _check_options()
+    version = _tag_handling_version()
     markup = _markup()
     check_count(texts, status_413=True, markup=markup)
     source, target_code = _languages(target, params().text("source_lang"))
     done = translate_texts(texts, source, target_code, API, markup)
-    return jsonify(
+    translations = [
         {
-            "translations": [
-                {
-                    "detected_source_language": deepl_source(done.sources[i]),
-                    "text": done.texts[i],
-                    "billed_characters": done.billed[i],
-                }
-                for i in range(len(texts))
-            ]
+            "detected_source_language": deepl_source(done.sources[i]),
+            "text": done.texts[i],
+            "billed_characters": done.billed[i],
         }
-    )
+        for i in range(len(texts))
+    ]
+    if version and markup:
+        for translation in translations:
+            translation["tag_handling_version"] = version
+    return jsonify({"translations": translations})
 
 
 @dl.route("/v2/languages", methods=["GET", "POST"])

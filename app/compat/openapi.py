@@ -169,6 +169,7 @@ def _deepl() -> dict:
         "target_lang": STR,
         "source_lang": STR,
         "tag_handling": {"type": "string", "enum": ["xml", "html"]},
+        "tag_handling_version": {"type": "string", "enum": ["v1", "v2"]},
         "ignore_tags": TEXTS,
         "splitting_tags": TEXTS,
         "non_splitting_tags": TEXTS,

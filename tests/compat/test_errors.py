@@ -221,6 +221,12 @@ CASES = [
         "Value for 'tag_handling' not supported.",
         json={**T, "tag_handling": "md"},
     ),
+    dl(
+        "/translate",
+        400,
+        "Value for 'tag_handling_version' not supported.",
+        json={**T, "tag_handling": "xml", "tag_handling_version": "v3"},
+    ),
     dl("/translate", 400, "'formality' is not supported", json={**T, "formality": "more"}),
     dl(
         "/translate",
