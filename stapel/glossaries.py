@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from html import escape
 from xml.sax.saxutils import unescape
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from stapel.exceptions import NotFound, QuotaFull, TooLarge, ValidationError
@@ -41,6 +41,8 @@ _ELEMENT = re.compile(rf'<{TERM_TAG} i="(\d+)">.*?</{TERM_TAG}>', re.S)
 _TOKEN = re.compile(
     r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|<(?:[^>\"']|\"[^\"]*\"|'[^']*')*>", re.S
 )
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufdd0-\ufdd3\ufffe\uffff\ud800-\udfff]")
+"""Characters XML cannot hold, and Stapel's tag markers."""
 _NAME = re.compile(r"<(/?)\s*([^\s/>]+)")
 HTML_UNTRANSLATED = htmlruns.SKIP | htmlruns.ATOMS
 """HTML elements whose text is never translated, so never holds a term."""
@@ -170,7 +172,7 @@ def create(
     session.flush()
     rows = [{"glossary_id": glossary.id, "source": s, "target": t} for s, t in entries.items()]
     for start in range(0, len(rows), INSERT_BATCH):
-        session.execute(GlossaryEntry.__table__.insert(), rows[start : start + INSERT_BATCH])
+        session.execute(insert(GlossaryEntry), rows[start : start + INSERT_BATCH])
     session.commit()
     log.info(
         "glossary created tenant=%s glossary=%s pair=%s-%s entries=%d",
@@ -297,14 +299,23 @@ def mark(text: str, found: Terms, markup: Markup | None) -> Marked | None:
     `&#39;`) are not decoded for matching: a term holding one does not match.
     """
     if markup is None:
-        text, skip = escape(text, quote=False), frozenset()
+        bad = _NOT_XML.search(text)
+        if bad is not None:
+            raise ValidationError(
+                f"a text holding U+{ord(bad.group(0)):04X} cannot be translated with a glossary "
+                "(its terms are carried as XML)",
+                code="invalid_request",
+            )
+        text, skip = escape(text, quote=False), frozenset[str]()
     elif markup.kind == "html":
         skip = frozenset(t.lower() for t in markup.ignore) | HTML_UNTRANSLATED
     else:
         skip = markup.ignore
     html_kind = markup is not None and markup.kind == "html"
     targets: list[str] = []
-    out, at, inside = [], 0, []
+    out: list[str] = []
+    inside: list[str] = []
+    at = 0
     for token in _TOKEN.finditer(text):
         out.append(_wrap(text[at : token.start()], found, targets, skip=bool(inside)))
         _track(inside, token.group(0), skip, html_kind)

@@ -89,6 +89,8 @@ def test_a_plain_text_is_escaped_and_its_terms_wrapped():
     translated = f'<{TERM} i="1">AT&amp;T</{TERM}> &amp; der &lt;x&gt; <{TERM} i="0">Hund</{TERM}>'
     assert glossaries.unmark(translated, marked, None) == "AT&T Inc. & der <x> dog"
     assert glossaries.mark("Die Katze", found, None) is None
+    with pytest.raises(ValidationError, match=r"a text holding U\+000B cannot be translated"):
+        glossaries.mark("Der\x0bHund", found, None)
 
 
 def test_with_markup_only_text_outside_tags_and_ignored_elements_is_searched():
