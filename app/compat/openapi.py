@@ -25,7 +25,7 @@ DL_ERRORS = {
     "a glossary over STAPEL_GLOSSARY_MAX_ENTRIES",
     429: "Rate limit of the key, or jobs in flight (Retry-After)",
     456: "Segments or characters per day used up (Retry-After), or STAPEL_GLOSSARY_QUOTA "
-    "glossaries held",
+    "glossaries held (no Retry-After)",
     503: "Document not ready, or database or queue unreachable (Retry-After)",
     504: "Not translated within STAPEL_INTERACTIVE_TIMEOUT_S (the jobs are cancelled)",
 }
