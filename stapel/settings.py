@@ -100,6 +100,9 @@ class Settings:
     # Translation memories (stapel/memories.py): per-tenant size, per-upload size.
     memory_quota_entries: int = setting("STAPEL_MEMORY_QUOTA_ENTRIES", 1_000_000)
     memory_max_bytes: int = setting("STAPEL_MEMORY_MAX_BYTES", 64 * 1024 * 1024)
+    # Glossaries (stapel/glossaries.py): entries per glossary, glossaries per tenant.
+    glossary_max_entries: int = setting("STAPEL_GLOSSARY_MAX_ENTRIES", 10_000)
+    glossary_quota: int = setting("STAPEL_GLOSSARY_QUOTA", 1000)
 
     # Workers: the pool, the engine and its batches, the segment budget.
     pool: str = setting("STAPEL_POOL", "cpu")

@@ -1,6 +1,6 @@
 """Database tables: tenants, their API keys, jobs, documents, segments and chunks; the
-machine-translation cache and the tenants' translation memories (stapel/mtcache.py,
-stapel/memories.py)."""
+machine-translation cache, the tenants' translation memories and DeepL-dialect glossaries
+(stapel/mtcache.py, stapel/memories.py, stapel/glossaries.py)."""
 
 from __future__ import annotations
 
@@ -307,3 +307,30 @@ class MemoryEntry(Base):
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     source: Mapped[str] = mapped_column(Text)
     target: Mapped[str] = mapped_column(Text)
+
+
+class Glossary(Base):
+    """A tenant's glossary (the DeepL dialect's): source terms and their fixed targets."""
+
+    __tablename__ = "glossaries"
+    __table_args__ = (Index("ix_glossaries_tenant_created", "tenant_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(Text)
+    source_lang: Mapped[str] = mapped_column(String(16))
+    target_lang: Mapped[str] = mapped_column(String(16))
+    entry_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class GlossaryEntry(Base):
+    """One term of a glossary: a source term (unique in it) and its target term."""
+
+    __tablename__ = "glossary_entries"
+
+    glossary_id: Mapped[str] = mapped_column(
+        ForeignKey("glossaries.id", ondelete="CASCADE"), primary_key=True
+    )
+    source: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    target: Mapped[str] = mapped_column(String(1024))

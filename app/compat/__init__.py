@@ -12,6 +12,7 @@ from __future__ import annotations
 from flask import Flask
 
 from app.compat.deepl import dl
+from app.compat.deepl_glossaries import gl
 from app.compat.libretranslate import lt
 from app.compat.shared import rate_key
 from app.limits import OFF
@@ -33,10 +34,11 @@ def register(app: Flask) -> None:
     """
     app.register_blueprint(lt)
     app.register_blueprint(dl)
+    app.register_blueprint(gl)
     settings = app.extensions["stapel"].settings
     limiter = app.extensions["stapel_limiter"]
     for endpoint, view in list(app.view_functions.items()):
-        if endpoint.partition(".")[0] not in (lt.name, dl.name):
+        if endpoint.partition(".")[0] not in (lt.name, dl.name, gl.name):
             continue
         scope, value = (
             ("submit", settings.rate_submit)

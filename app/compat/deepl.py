@@ -3,6 +3,7 @@
 `Authorization: DeepL-Auth-Key <key>` carries a Stapel API key. Text goes through the
 interactive lane (stapel.interactive), with `tag_handling=xml|html` its tags kept
 (stapel.formats.fragments); documents become jobs (stapel.compat_files);
+glossaries are the tenant's, applied by placeholders (stapel.glossaries);
 errors are `{"message": ...}` with DeepL's statuses, 456 for a used-up quota.
 """
 
@@ -23,14 +24,14 @@ from app.compat.shared import (
     upload_spec,
 )
 from app.web import db_session, stapel
-from stapel import billing, compat_files, interactive
+from stapel import billing, compat_files, glossaries, interactive
 from stapel.exceptions import Unauthorized, Unavailable, ValidationError
 from stapel.formats import fragments
 from stapel.formats.fragments import Markup
 from stapel.tables import Document, Job
 
 API = "deepl"
-QUOTA_CODES = ("quota_segments_per_day", "quota_characters_per_day")
+QUOTA_CODES = ("quota_segments_per_day", "quota_characters_per_day", "glossary_quota_exceeded")
 """Stapel's quota refusals DeepL's clients know as 456 (quota exceeded)."""
 FORMALITY_IGNORED = ("default", "prefer_less", "prefer_more")
 """Formality values a model without formality may ignore, as DeepL does."""
@@ -54,14 +55,15 @@ install(dl, DIALECT)
 
 
 @dl.before_request
-def _authenticate() -> None:
+def authenticate_deepl() -> None:
+    """Take the tenant from `Authorization: DeepL-Auth-Key <key>`."""
     scheme, _, key = (request.headers.get("Authorization") or "").partition(" ")
     if scheme != "DeepL-Auth-Key":
         raise Unauthorized("Authorization failure: send 'Authorization: DeepL-Auth-Key <key>'")
     authenticate(key, "send 'Authorization: DeepL-Auth-Key <key>'")
 
 
-def _required(field: str) -> str:
+def required(field: str) -> str:
     value = params().text(field)
     if not value:
         raise ValidationError(f"Parameter '{field}' not specified.", code="missing_field")
@@ -99,8 +101,6 @@ def _check_options() -> None:
     split = p.text("split_sentences")
     if split is not None and split not in SPLIT_SENTENCES:
         raise ValidationError("Value for 'split_sentences' not supported.", code="invalid_request")
-    if p.text("glossary_id"):
-        raise ValidationError("glossary_id: this server has no glossaries", code="invalid_request")
 
 
 def _tag_handling_version() -> str | None:
@@ -160,13 +160,14 @@ def translate():
         raise ValidationError("Parameter 'text' not specified.", code="missing_field")
     if not all(isinstance(t, str) for t in texts):
         raise ValidationError("Parameter 'text' must hold strings.", code="invalid_type")
-    target = _required("target_lang")
+    target = required("target_lang")
     _check_options()
     version = _tag_handling_version()
     markup = _markup()
     check_count(texts, status_413=True, markup=markup)
     source, target_code = _languages(target, params().text("source_lang"))
-    done = translate_texts(texts, source, target_code, API, markup)
+    terms = _glossary_terms(source, target_code)
+    done = translate_texts(texts, source, target_code, API, markup, terms)
     translations = [
         {
             "detected_source_language": deepl_source(done.sources[i]),
@@ -213,10 +214,17 @@ def usage():
     )
 
 
-@dl.get("/v2/glossary-language-pairs")
-def glossary_language_pairs():
-    """Answer that no pair has glossaries (Stapel has none)."""
-    return jsonify({"supported_languages": []})
+def _glossary_terms(source: str | None, target: str) -> glossaries.Terms | None:
+    """The terms of the request's glossary_id (None without one), checked against its pair."""
+    glossary_id = params().text("glossary_id")
+    if not glossary_id:
+        return None
+    if source is None:
+        raise ValidationError(
+            "Use of a glossary requires the 'source_lang' parameter to be specified.",
+            code="missing_field",
+        )
+    return glossaries.terms_for(db_session(), g.tenant_id, glossary_id, (source, target))
 
 
 @dl.post("/v2/document")
@@ -225,8 +233,14 @@ def upload_document():
     upload = request.files.get("file")
     if upload is None:
         raise ValidationError("Parameter 'file' not specified.", code="missing_field")
-    target = _required("target_lang")
+    target = required("target_lang")
     _check_options()
+    if params().text("glossary_id"):
+        raise ValidationError(
+            "glossary_id applies to /v2/translate only here: documents are translated "
+            "without a glossary",
+            code="invalid_request",
+        )
     if params().text("filename"):
         upload.filename = params().text("filename")
     output = (params().text("output_format") or "").lower().lstrip(".")
@@ -241,7 +255,7 @@ def upload_document():
 
 
 def _document(document_id: str):
-    key = _required("document_key")
+    key = required("document_key")
     return compat_files.open_document(db_session(), g.tenant_id, document_id, key)
 
 

@@ -19,10 +19,13 @@ LT_ERRORS = {
 DL_ERRORS = {
     400: "Bad input (markup that is not well-formed, an unsupported option, formality more/less)",
     403: "Missing or unknown DeepL-Auth-Key",
-    404: "Unknown document, wrong document_key, or a result already downloaded",
-    413: "Too many texts (STAPEL_INTERACTIVE_MAX_ITEMS) or body over STAPEL_MAX_BODY_BYTES",
+    404: "Unknown document, wrong document_key, a result already downloaded, or a glossary "
+    "that is not the key's tenant's (Glossary not found)",
+    413: "Too many texts (STAPEL_INTERACTIVE_MAX_ITEMS), body over STAPEL_MAX_BODY_BYTES, or "
+    "a glossary over STAPEL_GLOSSARY_MAX_ENTRIES",
     429: "Rate limit of the key, or jobs in flight (Retry-After)",
-    456: "Segments or characters per day used up (Retry-After)",
+    456: "Segments or characters per day used up (Retry-After), or STAPEL_GLOSSARY_QUOTA "
+    "glossaries held (no Retry-After)",
     503: "Document not ready, or database or queue unreachable (Retry-After)",
     504: "Not translated within STAPEL_INTERACTIVE_TIMEOUT_S (the jobs are cancelled)",
 }
@@ -50,7 +53,7 @@ def _errors(errors: dict[int, str], schema: str, *statuses: int) -> dict:
 
 
 def _ok(description: str, kind: str = "application/json") -> dict:
-    schema = {"type": "string"} if kind == "text/plain" else {}
+    schema = {"type": "string"} if kind.startswith("text/") else {}
     return {"200": {"description": description, "content": {kind: {"schema": schema}}}}
 
 
@@ -104,6 +107,7 @@ def extend(doc: dict) -> dict:
     """Add the dialects' paths, schemas and security scheme to the /v1 document."""
     doc["paths"].update(_libretranslate())
     doc["paths"].update(_deepl())
+    doc["paths"].update(_deepl_glossaries())
     doc["components"]["schemas"].update(SCHEMAS)
     doc["components"]["securitySchemes"].update(SECURITY)
     return doc
@@ -174,15 +178,18 @@ def _deepl() -> dict:
         "splitting_tags": TEXTS,
         "non_splitting_tags": TEXTS,
         "outline_detection": {"oneOf": [{"type": "boolean"}, STR]},
+        "glossary_id": STR,
     }
     upload = {"file": {"type": "string", "format": "binary"}, "target_lang": STR}
     doc_id = [{"name": "document_id", "in": "path", "required": True, "schema": STR}]
     return {
         f"{DL}/translate": {
             "post": _dl(
-                "Translate text into target_lang",
+                "Translate text into target_lang (glossary_id: the tenant's glossary of the "
+                "pair, with source_lang)",
                 _ok("{translations: [{detected_source_language, text, billed_characters}]}"),
                 400,
+                404,
                 413,
                 456,
                 504,
@@ -196,9 +203,6 @@ def _deepl() -> dict:
         f"{DL}/usage": {
             m: _dl("Characters billed today and the limit", _ok("{character_count, ...}"))
             for m in ("get", "post")
-        },
-        f"{DL}/glossary-language-pairs": {
-            "get": _dl("No glossaries", _ok("{supported_languages}"))
         },
         f"{DL}/document": {
             "post": _dl(
@@ -226,6 +230,54 @@ def _deepl() -> dict:
                     body=DOC,
                 ),
                 "parameters": doc_id,
+            }
+        },
+    }
+
+
+def _deepl_glossaries() -> dict:
+    make = {
+        "name": STR,
+        "source_lang": STR,
+        "target_lang": STR,
+        "entries": STR,
+        "entries_format": {"type": "string", "enum": ["tsv", "csv"]},
+    }
+    info = "{glossary_id, name, ready, source_lang, target_lang, creation_time, entry_count}"
+    one = [{"name": "glossary_id", "in": "path", "required": True, "schema": STR}]
+    return {
+        f"{DL}/glossary-language-pairs": {
+            "get": _dl(
+                "The pairs glossaries can be made for (the model root's)",
+                _ok("{supported_languages: [{source_lang, target_lang}]}"),
+            )
+        },
+        f"{DL}/glossaries": {
+            "post": _dl(
+                "Make a glossary from TSV or CSV entries",
+                {"201": {"description": info, "content": {"application/json": {"schema": {}}}}},
+                400,
+                413,
+                456,
+                body=_body(make, ("name", "source_lang", "target_lang", "entries")),
+            ),
+            "get": _dl("The tenant's glossaries", _ok("{glossaries: [...]}")),
+        },
+        f"{DL}/glossaries/{{glossary_id}}": {
+            "get": {**_dl("One glossary", _ok(info), 404), "parameters": one},
+            "delete": {
+                **_dl("Delete a glossary", {"204": {"description": "Deleted"}}, 404),
+                "parameters": one,
+            },
+        },
+        f"{DL}/glossaries/{{glossary_id}}/entries": {
+            "get": {
+                **_dl(
+                    "A glossary's entries, one source<TAB>target a line",
+                    _ok("TSV", "text/tab-separated-values"),
+                    404,
+                ),
+                "parameters": one,
             }
         },
     }

@@ -13,7 +13,7 @@ from app.api.parsing import finish_spec, parse_json
 from app.api.uploads import parse_document
 from app.compat.languages import Catalog, catalog
 from app.web import db_session, stapel
-from stapel import detect, interactive
+from stapel import detect, glossaries, interactive
 from stapel.exceptions import StapelError, TooLarge, Unauthorized, ValidationError
 from stapel.formats import fragments, inline
 from stapel.formats.base import FormatError
@@ -143,44 +143,61 @@ class Translated:
     billed: list[int]
 
 
-def read_texts(texts: list[str], markup: Markup | None) -> list[Fragment]:
-    """Read each text's markup into segments; a malformed one is a 400 naming it."""
+def read_texts(texts: list[str], markup: Markup | list[Markup | None] | None) -> list[Fragment]:
+    """Read each text's markup (one for all, or each its own) into segments; a malformed
+    one is a 400 naming it."""
+    each = markup if isinstance(markup, list) else [markup] * len(texts)
     out = []
-    for i, text in enumerate(texts):
+    for i, (text, kind) in enumerate(zip(texts, each, strict=True)):
         try:
-            out.append(fragments.parse(text, markup))
+            out.append(fragments.parse(text, kind))
         except FormatError as exc:
-            kind = markup.kind.upper() if markup else "text"
+            name = kind.kind.upper() if kind else "text"
             raise ValidationError(
-                f"text {i} is not well-formed {kind}{exc.where()}: {exc.message}",
+                f"text {i} is not well-formed {name}{exc.where()}: {exc.message}",
                 code="invalid_markup",
             ) from None
     return out
 
 
 def translate_texts(
-    texts: list[str], source: str | None, target: str, api: str, markup: Markup | None = None
+    texts: list[str],
+    source: str | None,
+    target: str,
+    api: str,
+    markup: Markup | None = None,
+    terms: glossaries.Terms | None = None,
 ) -> Translated:
     """Translate a request's texts in the interactive lane: one job per source language.
 
     With markup, each text's tags are set aside as inline codes (stapel.formats.fragments)
     and its segments translated; a text without words comes back as it was. Characters
-    are billed outside the tags, as DeepL bills them.
+    are billed outside the tags, as DeepL bills them. With a glossary's terms, a text
+    holding terms is translated with each wrapped in an ignored element and the
+    element replaced by its target term after (stapel.glossaries); billing stays the
+    source's.
     """
     parsed = read_texts(texts, markup)
+    billed = [f.characters for f in parsed]
+    marked = [glossaries.mark(t, terms, markup) if terms else None for t in texts]
+    if any(marked):
+        kinds = [glossaries.term_markup(markup) if m else markup for m in marked]
+        parsed = read_texts([m.text if m else t for m, t in zip(marked, texts, strict=True)], kinds)
     plain = [" ".join(inline.strip(s) for s in f.segments) for f in parsed]
     found, confidences = groups(plain, source, target)
     sent = [gr for gr in found if any(parsed[i].segments for i in gr.places)]
     specs = [
         spec(gr.source, target, [s for i in gr.places for s in parsed[i].segments]) for gr in sent
     ]
-    billed = [f.characters for f in parsed]
     translated = interactive.translate(lane(), specs, api, sum(billed)) if specs else []
     out = [f.text for f in parsed]
     for group, targets in zip(sent, translated, strict=True):
         pending = iter(targets)
         for i in group.places:
             out[i] = parsed[i].rebuild([next(pending) for _ in parsed[i].segments])
+    for i, m in enumerate(marked):
+        if m is not None:
+            out[i] = glossaries.unmark(out[i], m, markup)
     sources = [""] * len(texts)
     for group in found:
         for place in group.places:

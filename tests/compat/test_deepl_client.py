@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import deepl
 import pytest
+from lxml import etree
 
+from stapel.keys import create_key
 from tests.compat.conftest import compat_jobs
 from tests.factories import sentences
 from tests.test_e2e import raw_translate
@@ -83,3 +87,90 @@ def test_a_document_result_is_given_once(translator, tmp_path):
     assert first.content.decode().count("\n") == 1
     with pytest.raises(deepl.DeepLException, match="Not found"):
         translator.translate_document_download(handle)
+
+
+PETS = {"Hund": "Zorblax", "alte Mann": "Quibbert & Co", "Katze": "Mewtwix"}
+"""Target terms no random-weight model emits by chance."""
+
+
+@pytest.fixture(scope="module")
+def other_translator(live, live_app):
+    """A translator of another tenant on the same stack."""
+    with live_app.extensions["stapel"].sessions() as s:
+        key = create_key(s, "globex")[1]
+    return deepl.Translator(key, server_url=f"{live}/deepl/")
+
+
+@pytest.fixture(scope="module")
+def pets(translator):
+    return translator.create_glossary("pets", source_lang="DE", target_lang="EN-GB", entries=PETS)
+
+
+def test_a_glossary_is_made_listed_and_read(translator, pets):
+    assert (pets.name, pets.source_lang, pets.target_lang) == ("pets", "DE", "EN")
+    assert pets.ready and pets.entry_count == 3
+    assert abs((datetime.now(timezone.utc) - pets.creation_time).total_seconds()) < 120
+    assert pets.glossary_id in [g.glossary_id for g in translator.list_glossaries()]
+    got = translator.get_glossary(pets.glossary_id)
+    assert (got.glossary_id, got.name, got.entry_count) == (pets.glossary_id, "pets", 3)
+    assert translator.get_glossary_entries(pets) == PETS
+
+
+def test_translate_with_a_glossary_puts_each_target_term_in_once(translator, pets, model_root):
+    texts = [
+        "Der alte Mann sieht den Hund und den Hund.",
+        "Hund",
+        "Die Frau liest ein Buch.",  # no term: the model's own translation
+    ]
+    results = translator.translate_text(texts, source_lang="DE", target_lang="EN-GB", glossary=pets)
+    first = results[0].text
+    assert first.count("Quibbert & Co") == 1 and first.count("Zorblax") == 2
+    assert "<" not in first and "&amp;" not in first  # plain text: no markup left
+    assert results[1].text == "Zorblax"
+    assert results[2].text == raw_translate(model_root / "de-en", [texts[2]])[0]
+    assert [r.billed_characters for r in results] == [len(t) for t in texts]
+
+
+def test_a_glossary_with_xml_tags_matches_outside_tags_only(translator, pets):
+    text = '<p title="Hund">Der <b>Hund</b> und <keep>die Katze</keep>.</p>'
+    result = translator.translate_text(
+        text,
+        source_lang="DE",
+        target_lang="EN-US",
+        glossary=pets.glossary_id,
+        tag_handling="xml",
+        ignore_tags="keep",
+    )
+    out = result.text
+    assert out.startswith('<p title="Hund">') and "<keep>die Katze</keep>" in out
+    assert out.count("Zorblax") == 1 and "Mewtwix" not in out
+    assert "<b>" in out and "</b>" in out
+    etree.fromstring(f"<r>{out}</r>".encode())
+
+
+def test_a_glossary_is_the_tenants_own(other_translator, pets):
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        other_translator.get_glossary(pets.glossary_id)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        other_translator.get_glossary_entries(pets.glossary_id)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        other_translator.delete_glossary(pets.glossary_id)
+    assert other_translator.list_glossaries() == []
+    with pytest.raises(deepl.DeepLException, match="Glossary not found"):
+        other_translator.translate_text(
+            "Hund", source_lang="DE", target_lang="EN-GB", glossary=pets.glossary_id
+        )
+
+
+def test_a_deleted_glossary_is_not_found(translator):
+    made = translator.create_glossary("tmp", source_lang="EN", target_lang="DE", entries={"a": "b"})
+    translator.delete_glossary(made)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        translator.get_glossary(made.glossary_id)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        translator.delete_glossary(made.glossary_id)
+
+
+def test_glossary_languages_are_the_model_roots_pairs(translator):
+    pairs = {(p.source_lang, p.target_lang) for p in translator.get_glossary_languages()}
+    assert pairs == {("de", "en"), ("en", "de")}

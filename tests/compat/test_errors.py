@@ -53,6 +53,7 @@ def upload(name: str, content: bytes = b"Hello world.\n", **fields) -> dict:
 
 Q = {"q": "Hello world.", "source": "en", "target": "de"}
 T = {"text": ["Hello world."], "target_lang": "DE"}
+G = {"name": "g", "source_lang": "en", "target_lang": "de", "entries": "Hello\tHallo"}
 CASES = [
     lt("/translate", 403, "API key is required", json=Q, key="none"),
     lt("/translate", 403, "invalid or revoked API key", json=Q, key="bad"),
@@ -234,7 +235,57 @@ CASES = [
         "Value for 'split_sentences' not supported.",
         json={**T, "split_sentences": "2"},
     ),
-    dl("/translate", 400, "this server has no glossaries", json={**T, "glossary_id": "g1"}),
+    dl(
+        "/translate",
+        400,
+        "Use of a glossary requires the 'source_lang' parameter",
+        json={**T, "glossary_id": "g1"},
+    ),
+    dl(
+        "/translate",
+        404,
+        "Glossary not found",
+        json={**T, "source_lang": "EN", "glossary_id": "g1"},
+    ),
+    dl(
+        "/document",
+        400,
+        "glossary_id applies to /v2/translate only",
+        data=upload("a.txt", target_lang="DE", glossary_id="g1"),
+    ),
+    dl("/glossaries", 400, "Parameter 'name' not specified.", json={**G, "name": ""}),
+    dl("/glossaries", 400, "Parameter 'entries' not specified.", data={**G, "entries": ""}),
+    dl(
+        "/glossaries",
+        400,
+        "Unsupported glossary source and target language pair",
+        json={**G, "source_lang": "fr"},
+    ),
+    dl(
+        "/glossaries", 400, "entry 2 has no tab between its terms", json={**G, "entries": "a\tb\nc"}
+    ),
+    dl(
+        "/glossaries",
+        400,
+        "entry 2 gives the source term 'a' again",
+        json={**G, "entries": "a,b\na,c", "entries_format": "csv"},
+    ),
+    dl(
+        "/glossaries",
+        400,
+        "Value for 'entries_format' not supported.",
+        json={**G, "entries_format": "xlsx"},
+    ),
+    dl(
+        "/glossaries",
+        413,
+        "the glossary has 2 entries; the limit is 1",
+        json={**G, "entries": "a\tb\nc\td"},
+        overrides={"glossary_max_entries": 1},
+    ),
+    dl("/glossaries/g1", 404, "Glossary not found", method="GET"),
+    dl("/glossaries/g1/entries", 404, "Glossary not found", method="GET"),
+    dl("/glossaries/g1", 404, "Glossary not found", method="DELETE"),
     dl(
         "/translate",
         413,
@@ -419,3 +470,27 @@ def test_document_result_before_it_is_done_is_503(make_client):
         headers=auth,
     )
     assert other.status_code == 404
+
+
+def test_a_glossary_of_another_pair_is_400(make_client):
+    _app, client, key = make_client({})
+    auth = {"Authorization": f"DeepL-Auth-Key {key}"}
+    made = client.post("/deepl/v2/glossaries", json=G, headers=auth)
+    assert made.status_code == 201, made.get_json()
+    body = {"text": ["Hallo"], "source_lang": "DE", "target_lang": "EN-GB"}
+    response = client.post(
+        "/deepl/v2/translate",
+        json={**body, "glossary_id": made.get_json()["glossary_id"]},
+        headers=auth,
+    )
+    assert response.status_code == 400
+    assert response.get_json() == {"message": "the glossary is for en-de, the request for de-en"}
+
+
+def test_the_glossary_quota_is_456(make_client):
+    _app, client, key = make_client({"glossary_quota": 1})
+    auth = {"Authorization": f"DeepL-Auth-Key {key}"}
+    assert client.post("/deepl/v2/glossaries", json=G, headers=auth).status_code == 201
+    response = client.post("/deepl/v2/glossaries", data=G, headers=auth)
+    assert response.status_code == 456
+    assert "a tenant may hold 1 glossaries" in response.get_json()["message"]
