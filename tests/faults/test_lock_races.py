@@ -27,7 +27,7 @@ from tests.faults.harness import DEADLINE_S, SHORT_ENV
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 ROUNDS = 10
-CHUNKS, CHUNK_SEGMENTS = 12, 60
+CHUNKS, CHUNK_SEGMENTS = 12, 150
 
 
 def server_deadlocks(stack) -> int | None:
