@@ -7,6 +7,10 @@ may depend on it (tests/faults/test_clock_skew.py).
 `STAPEL_TEST_SLOW_LOAD_S=8` makes every model load of this process take that many seconds
 longer, as a large model on a slow disk would (tests/faults/test_slow_model_load.py).
 
+`STAPEL_TEST_SLOW_BATCH_S=0.05` makes every batch this process translates take that many
+seconds longer, so a fast machine cannot finish a job before the test acts on it mid-run
+(tests/faults/test_cancel_withdraws.py).
+
 `STAPEL_TEST_FAULT` breaks a job's end on purpose, at the UPDATE that ends a job (after
 its last chunk was marked succeeded, in the same transaction):
 - `finish-error`: that statement raises OperationalError once per statement and
@@ -31,6 +35,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from stapel import tables
+from workers import batcher as batching
 from workers import engine as translation
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,10 @@ def install(env: dict | None = None) -> None:
     if slow:
         slow_loads(slow)
         log.warning("test hook: every model load takes %g s longer", slow)
+    per_batch = float(env.get("STAPEL_TEST_SLOW_BATCH_S") or 0)
+    if per_batch:
+        slow_batches(per_batch)
+        log.warning("test hook: every batch takes %g s longer", per_batch)
     fault = env.get("STAPEL_TEST_FAULT", "")
     if fault in FAULTS:
         break_job_ends(fault)
@@ -69,6 +78,17 @@ def slow_loads(seconds: float) -> None:
         return load(self, found)
 
     translation.Engine._load = _slow  # type: ignore[method-assign]
+
+
+def slow_batches(seconds: float) -> None:
+    """Make every batch this process translates wait `seconds` first."""
+    translate = batching.Batcher._translate
+
+    def _slow(self, batch):
+        time.sleep(seconds)
+        return translate(self, batch)
+
+    batching.Batcher._translate = _slow  # type: ignore[method-assign]
 
 
 def break_job_ends(fault: str) -> Callable[..., None]:

@@ -55,7 +55,9 @@ def lose_claim(stack, job_id: str) -> None:
 
 @pytest.mark.parametrize("stop", ["cancel", "lost_claim"])
 def test_a_stopped_chunk_leaves_the_batcher_within_one_batch(make_stack, model_root, report, stop):
-    stack = make_stack(env={"STAPEL_LOG_LEVEL": "DEBUG"})
+    # each batch 20 ms slower: on a fast machine the tiny model ends the job before the
+    # test can stop it mid-run (nothing left to withdraw, which is no test of withdrawal)
+    stack = make_stack(env={"STAPEL_LOG_LEVEL": "DEBUG", "STAPEL_TEST_SLOW_BATCH_S": "0.02"})
     (worker,) = stack.start("w0", concurrency=2)
     (big,) = stack.submit([BIG])
     wait_for(
