@@ -7,7 +7,9 @@ it carries no key; all the page then does is /v1 calls, counted as any client's)
 keys of a tenant count together, so a second key buys no second share. Probes,
 /metrics, the OpenAPI document, /docs and the page's static files have none. The limit
 is checked once the key is authenticated (the /v1 blueprint sets g.tenant_id
-first), so it is keyed by the tenant's id and no key reaches Redis.
+first), so it is keyed by the tenant's id and no key reaches Redis. One round trip to
+Redis per request (the window's counter raised with its expiry, in one script); only a
+refused request reads the window's reset time for its Retry-After.
 When Redis is unreachable the limiter fails open: the request is served and a warning
 logged; the submission path itself then answers 503 (its quota and queue need Redis).
 """
@@ -45,7 +47,9 @@ def init_limits(app: Flask, redis_url: str, submit: str, read: str) -> Limiter:
         storage_uri=redis_url,
         storage_options={"socket_connect_timeout": 1, "socket_timeout": 1},
         strategy="fixed-window",
-        headers_enabled=True,
+        # No X-RateLimit-* headers: they cost two more Redis round trips per request
+        # (the window's count and expiry). A 429 still says when to retry (Retry-After).
+        headers_enabled=False,
         swallow_errors=True,
         key_prefix="stapel:rate",
     )

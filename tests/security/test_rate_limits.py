@@ -96,3 +96,28 @@ def test_the_page_counts_as_a_read_and_its_files_do_not(make_app):
     assert refused.status_code == 429 and refused.get_json()["error"]["code"] == "rate_limited"
     for _ in range(4):
         assert client.get("/static/page.js").status_code == 200
+
+
+
+def command_calls(app) -> dict[str, int]:
+    """Redis's count of calls per command (those a script makes count too)."""
+    stats = app.extensions["stapel"].redis.info("commandstats")
+    return {name.removeprefix("cmdstat_"): row["calls"] for name, row in stats.items()}
+
+
+def test_a_limited_read_costs_one_redis_round_trip(make_app):
+    app = make_app(rate_read="100/minute")
+    client, acme = app.test_client(), key_for(app, "acme")
+    job = client.post("/v1/jobs", headers=acme, json=job_body()).get_json()
+    assert client.get(job["links"]["self"], headers=acme).status_code == 200  # key now known
+    before = command_calls(app)
+    response = client.get(job["links"]["self"], headers=acme)
+    after = command_calls(app)
+    assert response.status_code == 200
+    ran = {name: n - before.get(name, 0) for name, n in after.items() if n != before.get(name)}
+    ran.pop("info")  # the call that read the counts
+    # one script: the window's counter raised with its expiry (its INCRBY counts apart);
+    # no read of the window's count and expiry (the X-RateLimit headers cost those two)
+    assert ran.pop("evalsha", 0) + ran.pop("eval", 0) == 1, ran
+    assert set(ran) <= {"incrby", "expire"}, ran
+    assert not any(h.startswith("X-RateLimit") for h in response.headers.keys())
