@@ -55,7 +55,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": CONTROL_QUEUE,
         "task_default_priority": 4,
         "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        "task_send_sent_event": False,
         "worker_hijack_root_logger": False,
         "beat_schedule": {
             "watchdog": {

@@ -15,6 +15,7 @@ the jobs-in-flight quota bounds how deep the flood can be.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Iterator
@@ -150,6 +151,17 @@ return {seq, redis.call('ZCOUNT', KEYS[2], '-inf', seq - 1), used - segments, 0}
 """
 
 
+_RESERVE_SHA = hashlib.sha1(_RESERVE.encode()).hexdigest()
+
+
+def _reserve(client: redis.Redis, *args) -> list:
+    """Run the reservation script by its digest; send its text only when Redis lacks it."""
+    try:
+        return client.evalsha(_RESERVE_SHA, *args)
+    except redis.exceptions.NoScriptError:  # a restarted or flushed Redis
+        return client.eval(_RESERVE, *args)
+
+
 def pending_key(tenant_id: str) -> str:
     """Return the Redis key of the tenant's submissions reserved but not yet stored."""
     return f"stapel:quota:{tenant_id}:pending"
@@ -189,8 +201,8 @@ def admit(
     now = now or utcnow()
     key, reset = day_key(tenant_id, now), next_reset(now)
     now_ms = int(now.timestamp() * 1000)
-    seq, before, used, refused = client.eval(
-        _RESERVE,
+    seq, before, used, refused = _reserve(
+        client,
         3,
         key,
         pending_key(tenant_id),

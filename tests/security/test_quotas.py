@@ -150,3 +150,17 @@ def test_a_flooding_tenant_cannot_starve_another(make_app, session, redis_client
     position = order.index(b_id)
     assert position <= 2, f"B's job is taken after only {position} of A's 12 jobs"
     assert order[:position] == a_ids[:position], "A's own jobs keep their arrival order"
+
+
+def test_the_reservation_script_is_loaded_again_after_redis_lost_it(make_app):
+    app = make_app(quota_segments_per_day=5)
+    client, acme = app.test_client(), key_for(app, "acme")
+    redis_client = app.extensions["stapel"].redis
+    assert client.post("/v1/jobs", headers=acme, json=job_body(["a", "b"])).status_code == 202
+    redis_client.script_flush()  # as a restarted Redis without persistence would be
+    assert not redis_client.script_exists(quotas._RESERVE_SHA)[0]
+    assert client.post("/v1/jobs", headers=acme, json=job_body(["c", "d"])).status_code == 202
+    assert redis_client.script_exists(quotas._RESERVE_SHA)[0]
+    assert client.get("/v1/usage", headers=acme).get_json()["segments_today"] == 4
+    response = client.post("/v1/jobs", headers=acme, json=job_body(["e", "f"]))
+    assert response.status_code == 429, "the quota still holds"
