@@ -104,7 +104,7 @@ class Stack:
         return proc
 
     def start_web(self, workers: int = 2, threads: int = 4) -> None:
-        """Start gunicorn as the Procfile does (2 processes of 4 threads); wait for /readyz."""
+        """Start gunicorn as the Procfile does (2 processes x 4 threads, a socket each); wait."""
         self._spawn(
             "web",
             [
@@ -117,6 +117,7 @@ class Stack:
                 str(workers),
                 "--threads",
                 str(threads),
+                "--reuse-port",
                 "app:create_app()",
             ],
         )

@@ -1,0 +1,128 @@
+"""The Procfile's web role spreads connections over every gunicorn process.
+
+Without `--reuse-port` the processes share the master's one listening socket, and
+whichever is in accept() first takes a burst of new connections: a 32-connection load
+went to one of two processes, which then served it on one core (the GIL) while the
+other idled. With it each process listens on a socket of its own and the kernel
+spreads new connections over them.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, free_port
+from tests.factories import wait_for
+
+CONNECTIONS = 16
+"""All 16 on one of 2 processes by chance: 2 x 2^-16."""
+
+
+def procfile_web_line() -> str:
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        if line.startswith("web:"):
+            return line.removeprefix("web:").strip()
+    raise AssertionError("the Procfile has no web role")
+
+
+def children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(c) for c in (task / "children").read_text().split()}
+    return found
+
+
+def established_inodes(port: int) -> set[str]:
+    """Socket inodes of established IPv4 TCP connections whose local port is `port`."""
+    inodes = set()
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = row.split()
+        local_port, state = int(fields[1].rsplit(":", 1)[1], 16), fields[3]
+        if local_port == port and state == "01":  # TCP_ESTABLISHED
+            inodes.add(fields[9])
+    return inodes
+
+
+def socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if m := re.fullmatch(r"socket:\[(\d+)\]", target):
+            inodes.add(m.group(1))
+    return inodes
+
+
+def gunicorn_processes(master: int) -> set[int]:
+    """The gunicorn master's worker processes (the shell line runs it as its child)."""
+    workers: set[int] = set()
+    for pid in children(master):
+        workers |= children(pid) or {pid}
+    return workers
+
+
+def test_connections_are_spread_over_every_web_process(database_url, redis_url, tmp_path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "STAPEL_BIND": f"127.0.0.1:{port}",
+        "STAPEL_WEB_WORKERS": "2",
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    }
+    log = open(tmp_path / "web.log", "wb")
+    # the Procfile's own line, in a scratch directory (it makes var/ where it runs)
+    shell = subprocess.Popen(
+        ["bash", "-c", procfile_web_line()],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    conns: list[http.client.HTTPConnection] = []
+    try:
+        wait_for(
+            lambda: len(gunicorn_processes(shell.pid)) == 2 and _answers(port),
+            timeout=60,
+            what="the web role's two processes to answer",
+        )
+        for _ in range(CONNECTIONS):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/healthz")
+            response = conn.getresponse()
+            assert response.status == 200
+            response.read()  # the connection stays open (keep-alive)
+            conns.append(conn)
+        open_conns = established_inodes(port)
+        served = {
+            pid: len(socket_inodes(pid) & open_conns) for pid in gunicorn_processes(shell.pid)
+        }
+        assert sum(served.values()) == CONNECTIONS, served
+        assert all(served.values()), f"a web process got no connection: {served}"
+    finally:
+        for conn in conns:
+            conn.close()
+        os.killpg(shell.pid, 15)
+        shell.wait(timeout=30)
+        log.close()
+
+
+def _answers(port: int) -> bool:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn.request("GET", "/healthz")
+        ok = conn.getresponse().status == 200
+        conn.close()
+        return ok
+    except OSError:
+        return False
