@@ -54,8 +54,14 @@ class Conflict(StapelError):
 
 
 class Unavailable(StapelError):
+    """Not ready or not reachable now: 503 with Retry-After."""
+
     status = 503
     code = "unavailable"
+
+    def __init__(self, message: str, *, code: str | None = None, retry_after_s: int = 5) -> None:
+        super().__init__(message, code=code)
+        self.headers = {"Retry-After": str(max(1, retry_after_s))}
 
 
 class TranslationTimeout(StapelError):

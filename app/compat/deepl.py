@@ -280,7 +280,7 @@ def document_result(document_id: str):
     job = _document(document_id)
     state = compat_files.state(session, job)
     if state.status in ("queued", "translating"):
-        raise Unavailable("Document not ready: its translation is still running")
+        raise Unavailable("Document not ready: its translation is still running", retry_after_s=2)
     if state.status == "error":
         raise ValidationError(f"the document's translation failed: {state.error_message}")
 
