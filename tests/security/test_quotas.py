@@ -164,3 +164,16 @@ def test_the_reservation_script_is_loaded_again_after_redis_lost_it(make_app):
     assert client.get("/v1/usage", headers=acme).get_json()["segments_today"] == 4
     response = client.post("/v1/jobs", headers=acme, json=job_body(["e", "f"]))
     assert response.status_code == 429, "the quota still holds"
+
+
+def test_a_replay_refused_by_a_quota_still_gets_its_job(make_app):
+    app = make_app(quota_jobs_in_flight=1)
+    client, acme = app.test_client(), key_for(app, "acme")
+    headers = {**acme, "Idempotency-Key": "order-7"}
+    first = client.post("/v1/jobs", headers=headers, json=job_body())
+    assert first.status_code == 202  # queued (no worker here): the one job in flight
+    refused = client.post("/v1/jobs", headers=acme, json=job_body())
+    assert refused.status_code == 429, "the quota is used up"
+    again = client.post("/v1/jobs", headers=headers, json=job_body())
+    assert again.status_code == 200 and again.get_json()["id"] == first.get_json()["id"]
+    assert client.get("/v1/usage", headers=acme).get_json()["jobs_in_flight"] == 1
