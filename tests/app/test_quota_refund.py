@@ -25,4 +25,3 @@ def test_a_refund_goes_to_the_day_the_segments_were_counted_on(app, monkeypatch)
     day_one = ext.redis.get(quotas.day_key(tenant, before_midnight))
     day_two = ext.redis.get(quotas.day_key(tenant, before_midnight + timedelta(seconds=1)))
     assert int(day_one or 0) == 0 and day_two is None
-

@@ -98,7 +98,6 @@ def test_the_page_counts_as_a_read_and_its_files_do_not(make_app):
         assert client.get("/static/page.js").status_code == 200
 
 
-
 def command_calls(app) -> dict[str, int]:
     """Redis's count of calls per command (those a script makes count too)."""
     stats = app.extensions["stapel"].redis.info("commandstats")
