@@ -71,24 +71,23 @@ def install(env: dict | None = None) -> None:
 
 def slow_loads(seconds: float) -> None:
     """Make every model load of this process wait `seconds` first."""
-    load = translation.Engine._load
-
-    def _slow(self, found):
-        time.sleep(seconds)
-        return load(self, found)
-
-    translation.Engine._load = _slow  # type: ignore[method-assign]
+    _slow_down(translation.Engine, "_load", seconds)
 
 
 def slow_batches(seconds: float) -> None:
     """Make every batch this process translates wait `seconds` first."""
-    translate = batching.Batcher._translate
+    _slow_down(batching.Batcher, "_translate", seconds)
 
-    def _slow(self, batch):
+
+def _slow_down(cls: type, name: str, seconds: float) -> None:
+    """Replace the method with one that sleeps `seconds`, then calls it."""
+    method = getattr(cls, name)
+
+    def _slow(self, *args):
         time.sleep(seconds)
-        return translate(self, batch)
+        return method(self, *args)
 
-    batching.Batcher._translate = _slow  # type: ignore[method-assign]
+    setattr(cls, name, _slow)
 
 
 def break_job_ends(fault: str) -> Callable[..., None]:
