@@ -50,9 +50,15 @@ from stapel.keys import create_key
 from training.random_model import pseudo_corpus
 
 LIBRETRANSLATE = "1.9.6"
-REQUIREMENTS = (f"libretranslate=={LIBRETRANSLATE}", "spacy==3.8.18", "rich==12.6.0")
-"""The peer venv: spaCy for the sentence splitter that needs no download (rich as
-LibreTranslate's dependencies resolved it here)."""
+REQUIREMENTS = (
+    f"libretranslate=={LIBRETRANSLATE}",
+    f"ctranslate2=={ctranslate2.__version__}",
+    "spacy==3.8.18",
+    "rich==12.6.0",
+)
+"""The peer venv: CTranslate2 as Stapel's (LibreTranslate allows any 4.x), spaCy for the
+sentence splitter that needs no download, rich as LibreTranslate's dependencies resolved
+it here."""
 VENV = ROOT / ".cache" / "peer-venv"
 HOME = ROOT / ".cache" / "peer"
 """Argos's data, config, cache and package dirs, LibreTranslate's cwd and logs."""
