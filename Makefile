@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control worker_callbacks beat flower autoscaler demo
 
 # `make chromium` installs the browser the Flower test drives (Debian, as root).
-.PHONY: chromium install install-train migrate run test lint lock bench bench-reuse bench-model models clean
+.PHONY: chromium install install-train migrate run test lint lock bench bench-reuse bench-peer bench-model models clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ bench: install
 
 bench-reuse: install
 	$(BIN)/python -m bench.reuse --name reuse $(BENCH_ARGS)
+
+# LibreTranslate beside Stapel on the same model; installs it into .cache/peer-venv.
+bench-peer: install
+	$(BIN)/python -m bench.peer --name peer $(BENCH_ARGS)
 
 bench-model: install
 	$(BIN)/python -m training.build bench-model --out .cache/models/en-de
