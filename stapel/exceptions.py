@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+RETRY_AFTER_S = 5
+"""What a 503 tells clients to wait before trying again."""
+
 
 class StapelError(Exception):
     """Base class: a code for clients, a message for people, an HTTP status."""
@@ -59,7 +62,9 @@ class Unavailable(StapelError):
     status = 503
     code = "unavailable"
 
-    def __init__(self, message: str, *, code: str | None = None, retry_after_s: int = 5) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, retry_after_s: int = RETRY_AFTER_S
+    ) -> None:
         super().__init__(message, code=code)
         self.headers = {"Retry-After": str(max(1, retry_after_s))}
 

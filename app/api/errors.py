@@ -12,12 +12,9 @@ from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
-from stapel.exceptions import StapelError
+from stapel.exceptions import RETRY_AFTER_S, StapelError
 
 log = logging.getLogger(__name__)
-
-RETRY_AFTER_S = 5
-"""What a 503 tells clients to wait before trying again."""
 
 
 def error_response(status: int, code: str, message: str, headers: dict | None = None):
