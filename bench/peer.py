@@ -262,11 +262,12 @@ def peer_rows(config: str, docs: list[list[str]], big: list[str], args, sp) -> d
             cpu, started = cpu_seconds(peer.proc.pid), time.perf_counter()
             outputs = [t for out in run() for t in out]
             seconds = time.perf_counter() - started
+            used = cpu_seconds(peer.proc.pid) - cpu
             row[label] = {
                 "segments_per_s": len(outputs) / seconds,
                 "seconds": seconds,
-                "server_cpu_s": cpu_seconds(peer.proc.pid) - cpu,
-                "segments_per_cpu_s": len(outputs) / (cpu_seconds(peer.proc.pid) - cpu),
+                "server_cpu_s": used,
+                "segments_per_cpu_s": len(outputs) / used,
                 # Decoded text encoded again: about the output pieces, not exactly them.
                 "output_pieces_per_segment": statistics.mean(map(len, sp.encode(outputs))),
             }
