@@ -1,5 +1,7 @@
 """`stapel translate FILE... --from en --to de`, `stapel status ID`, `stapel result ID`,
-`stapel jobs`. The server and key come from --url/--key or STAPEL_URL/STAPEL_KEY.
+`stapel jobs`, and translation memories: `stapel memory import FILE.tmx --from en --to de`,
+`stapel memory list`, `stapel memory export ID [-o FILE]`, `stapel memory delete ID`.
+The server and key come from --url/--key or STAPEL_URL/STAPEL_KEY.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 import requests
 
@@ -69,6 +71,27 @@ class Client:
 
     def result(self, job_id: str) -> dict:
         return self.call("GET", f"/v1/jobs/{job_id}/result").json()
+
+    def import_memory(self, path: Path, source: str, target: str, name: str | None) -> dict:
+        fields = {"source_lang": source, "target_lang": target, **({"name": name} if name else {})}
+        with path.open("rb") as handle:
+            return self.call(
+                "POST",
+                "/v1/memories",
+                data=fields,
+                files=[("file", (path.name, handle, "application/x-tmx+xml"))],
+            ).json()
+
+    def memories(self) -> dict:
+        return self.call("GET", "/v1/memories").json()
+
+    def export_memory(self, memory_id: str, out: BinaryIO) -> None:
+        response = self.call("GET", f"/v1/memories/{memory_id}/tmx", stream=True)
+        for block in response.iter_content(65536):
+            out.write(block)
+
+    def delete_memory(self, memory_id: str) -> None:
+        self.call("DELETE", f"/v1/memories/{memory_id}")
 
     def jobs(self, status: str | None, limit: int) -> dict:
         params = {"limit": limit, **({"status": status} if status else {})}
@@ -176,6 +199,66 @@ def cmd_jobs(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_memory_import(client: Client, args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        raise CliError(f"no such file: {path}")
+    memory = client.import_memory(path, args.source, args.target, args.name)
+    pair = f"{memory['source_lang']}-{memory['target_lang']}"
+    print(f"{memory['id']}  {memory['entries']} units  {pair}")
+    return 0
+
+
+def cmd_memory_list(client: Client, args: argparse.Namespace) -> int:
+    for memory in client.memories()["memories"]:
+        print(
+            f"{memory['id']}  {memory['source_lang']}-{memory['target_lang']}  "
+            f"{memory['entries']:>8} units  {memory['created_at']}  {memory['name'] or ''}"
+        )
+    return 0
+
+
+def cmd_memory_export(client: Client, args: argparse.Namespace) -> int:
+    if args.output in (None, "-"):
+        client.export_memory(args.memory_id, sys.stdout.buffer)
+        return 0
+    target = Path(args.output)
+    partial = target.with_name(target.name + ".part")
+    try:
+        with partial.open("wb") as out:
+            client.export_memory(args.memory_id, out)
+        partial.replace(target)  # a file is there whole or not at all
+    finally:
+        partial.unlink(missing_ok=True)
+    print(target)
+    return 0
+
+
+def cmd_memory_delete(client: Client, args: argparse.Namespace) -> int:
+    client.delete_memory(args.memory_id)
+    print(f"deleted {args.memory_id}")
+    return 0
+
+
+def _memory_parser(commands) -> None:
+    memory = commands.add_parser("memory", help="translation memories (TMX)")
+    actions = memory.add_subparsers(dest="action", required=True)
+    imported = actions.add_parser("import", help="import a TMX file as a new memory")
+    imported.add_argument("file", metavar="FILE")
+    imported.add_argument("--from", dest="source", required=True, help="source language")
+    imported.add_argument("--to", dest="target", required=True, help="target language")
+    imported.add_argument("--name", help="a name to list it by")
+    imported.set_defaults(run=cmd_memory_import)
+    actions.add_parser("list", help="list your memories").set_defaults(run=cmd_memory_list)
+    exported = actions.add_parser("export", help="download a memory as TMX")
+    exported.add_argument("memory_id", metavar="ID")
+    exported.add_argument("-o", "--output", help="file to write (default: standard output)")
+    exported.set_defaults(run=cmd_memory_export)
+    deleted = actions.add_parser("delete", help="delete a memory")
+    deleted.add_argument("memory_id", metavar="ID")
+    deleted.set_defaults(run=cmd_memory_delete)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="stapel", description="Stapel translation client.")
     top.add_argument(
@@ -204,6 +287,7 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("--status")
     listing.add_argument("--limit", type=int, default=20)
     listing.set_defaults(run=cmd_jobs)
+    _memory_parser(commands)
     return top
 
 

@@ -50,21 +50,12 @@ class _Capped:
 
 @v1.post("/memories")
 def create_memory():
-    """Import the TMX body as a memory for ?source_lang=&target_lang= (optional name=)."""
+    """Import a TMX file as a memory for source_lang and target_lang (optional name).
+
+    The TMX is the raw body (fields in the query), or a multipart form's `file` part
+    (fields in the form or the query), as `curl -F file=@memory.tmx` sends it.
+    """
     settings = stapel().settings
-    source, target = request.args.get("source_lang"), request.args.get("target_lang")
-    if not source or not target:
-        raise ValidationError(
-            "give the memory's pair as ?source_lang=..&target_lang=..", code="missing_field"
-        )
-    pairs = list(served_pairs(settings.model_root))
-    if f"{source}-{target}" not in pairs:
-        raise UnknownLanguagePair(
-            f"no model for {source}-{target}; available pairs: {', '.join(pairs) or 'none'}"
-        )
-    name = request.args.get("name")
-    if name is not None and (len(name) > 255 or "\x00" in name):
-        raise ValidationError("name must be at most 255 characters", code="invalid_type")
     limit = settings.memory_max_bytes
     if (request.content_length or 0) > limit:
         raise TooLarge(
@@ -72,10 +63,35 @@ def create_memory():
             "(STAPEL_MEMORY_MAX_BYTES)",
             code="memory_too_large",
         )
+    fields, body = request.args, request.stream
+    if request.mimetype == "multipart/form-data":
+        fields = request.values  # the form's fields, then the query's
+        upload = request.files.get("file")
+        if upload is None:
+            raise ValidationError(
+                "a multipart upload needs the TMX file in a part named 'file'",
+                code="missing_field",
+            )
+        body = upload.stream
+    source, target = fields.get("source_lang"), fields.get("target_lang")
+    if not source or not target:
+        raise ValidationError(
+            "give the memory's pair as source_lang and target_lang (in the query, or as "
+            "form fields of a multipart upload)",
+            code="missing_field",
+        )
+    pairs = list(served_pairs(settings.model_root))
+    if f"{source}-{target}" not in pairs:
+        raise UnknownLanguagePair(
+            f"no model for {source}-{target}; available pairs: {', '.join(pairs) or 'none'}"
+        )
+    name = fields.get("name")
+    if name is not None and (len(name) > 255 or "\x00" in name):
+        raise ValidationError("name must be at most 255 characters", code="invalid_type")
     memory = memories.create(
         db_session(),
         g.tenant_id,
-        _Capped(request.stream, limit),
+        _Capped(body, limit),
         (source, target),
         name=name,
         quota_entries=settings.memory_quota_entries,

@@ -26,24 +26,44 @@ MEMORY_ID = {
     "schema": {"type": "string", "format": "uuid"},
 }
 TMX = {"application/x-tmx+xml": {"schema": {"type": "string", "format": "binary"}}}
+TMX_FORM = {
+    "multipart/form-data": {
+        "schema": {
+            "type": "object",
+            "required": ["file"],
+            "properties": {
+                "file": {"type": "string", "format": "binary", "description": "The TMX file"},
+                "source_lang": {"type": "string"},
+                "target_lang": {"type": "string"},
+                "name": {"type": "string", "maxLength": 255},
+            },
+        }
+    }
+}
 
 
 def paths(op: Callable[..., dict], json: Callable, errors: Callable) -> dict:
     """Return the /v1/memories paths, built with openapi.py's helpers."""
     pair = [
-        {"name": n, "in": "query", "required": True, "schema": {"type": "string"}}
+        {
+            "name": n,
+            "in": "query",
+            "schema": {"type": "string"},
+            "description": "Required here, or as a field of a multipart upload",
+        }
         for n in ("source_lang", "target_lang")
     ] + [{"name": "name", "in": "query", "schema": {"type": "string", "maxLength": 255}}]
     return {
         "/v1/memories": {
             "post": op(
-                "Import a TMX file (the body) as a translation memory of the pair",
+                "Import a TMX file (the body, or a multipart form's `file` part) as a "
+                "translation memory of the pair",
                 {
                     "201": json("Memory", "The memory, with its units counted"),
                     **errors(400, 413),
                 },
                 parameters=pair,
-                requestBody={"required": True, "content": TMX},
+                requestBody={"required": True, "content": {**TMX, **TMX_FORM}},
                 description="A malformed TMX is 400 `invalid_tmx` naming the line and "
                 "column; a unit without both languages, or a header srclang of another "
                 "language, is 400 too. The body is limited by STAPEL_MEMORY_MAX_BYTES "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from tests.factories import job_body
@@ -44,6 +46,44 @@ def test_memory_round_trip_list_download_delete(client, auth):
     assert b"<seg>Hallo Welt.</seg>" in exported.data and b"A &amp; B" in exported.data
     assert client.delete(memory["links"]["self"], headers=auth).status_code == 204
     assert client.get(memory["links"]["self"], headers=auth).status_code == 404
+
+
+def test_a_multipart_upload_takes_the_file_part_and_the_form_fields(client, auth):
+    data = tmx([("Hello world.", "Hallo Welt.")])
+    created = client.post(
+        "/v1/memories",
+        data={
+            "source_lang": "en",
+            "target_lang": "de",
+            "name": "ui",
+            "file": (io.BytesIO(data), "ui.tmx"),
+        },
+        headers=auth,
+        content_type="multipart/form-data",
+    )
+    assert created.status_code == 201, created.get_json()
+    assert (created.get_json()["name"], created.get_json()["entries"]) == ("ui", 1)
+    no_file = client.post(
+        "/v1/memories",
+        data={"source_lang": "en", "target_lang": "de", "other": (io.BytesIO(data), "x.tmx")},
+        headers=auth,
+        content_type="multipart/form-data",
+    )
+    assert no_file.status_code == 400 and "'file'" in no_file.get_json()["error"]["message"]
+    no_pair = client.post(
+        "/v1/memories",
+        data={"file": (io.BytesIO(data), "ui.tmx")},
+        headers=auth,
+        content_type="multipart/form-data",
+    )
+    assert no_pair.status_code == 400 and no_pair.get_json()["error"]["code"] == "missing_field"
+    broken = client.post(
+        "/v1/memories?source_lang=en&target_lang=de",
+        data={"file": (io.BytesIO(data[:-20]), "ui.tmx")},
+        headers=auth,
+        content_type="multipart/form-data",
+    )
+    assert broken.status_code == 400 and broken.get_json()["error"]["code"] == "invalid_tmx"
 
 
 def test_another_tenants_memory_is_404_everywhere(client, auth, other_key):
@@ -107,4 +147,11 @@ class TestLimits:
         assert "3 translation units" in full.get_json()["error"]["message"]
         big = upload(client, auth, tmx([(f"s{i}.", f"S{i}.") for i in range(100)]))
         assert big.status_code == 413 and "4000 bytes" in big.get_json()["error"]["message"]
+        as_form = client.post(
+            "/v1/memories?source_lang=en&target_lang=de",
+            data={"file": (io.BytesIO(tmx([(f"s{i}.", f"S{i}.") for i in range(100)])), "a")},
+            headers=auth,
+            content_type="multipart/form-data",
+        )
+        assert as_form.status_code == 413
         assert len(client.get("/v1/memories", headers=auth).get_json()["memories"]) == 1

@@ -98,6 +98,39 @@ def test_bad_request_shows_the_servers_message(server, api_key, tmp_path, capsys
     assert "(unknown_language_pair)" in capsys.readouterr().err
 
 
+TMX = (
+    '<?xml version="1.0"?><tmx version="1.4"><header srclang="en" segtype="sentence" '
+    'datatype="plaintext" adminlang="en" creationtool="t" creationtoolversion="1" o-tmf="t"/>'
+    '<body><tu><tuv xml:lang="en"><seg>Hello world.</seg></tuv>'
+    '<tuv xml:lang="de"><seg>Hallo Welt.</seg></tuv></tu></body></tmx>'
+)
+
+
+def test_memory_import_list_export_delete(server, api_key, tmp_path, capsys):
+    base = ["--url", server.url, "--key", api_key, "memory"]
+    source = tmp_path / "ui.tmx"
+    source.write_text(TMX)
+    assert main([*base, "import", str(source), "--from", "en", "--to", "de", "--name", "ui"]) == 0
+    memory_id, *rest = capsys.readouterr().out.split()
+    assert rest == ["1", "units", "en-de"]
+    assert main([*base, "list"]) == 0
+    listed = capsys.readouterr().out
+    assert memory_id in listed and "en-de" in listed and "ui" in listed
+    exported = tmp_path / "out.tmx"
+    assert main([*base, "export", memory_id, "-o", str(exported)]) == 0
+    assert "<seg>Hallo Welt.</seg>" in exported.read_text()
+    assert not (tmp_path / "out.tmx.part").exists()
+    assert main([*base, "delete", memory_id]) == 0
+    capsys.readouterr()
+    assert main([*base, "export", memory_id, "-o", str(tmp_path / "gone.tmx")]) == 1
+    assert "HTTP 404" in capsys.readouterr().err and not (tmp_path / "gone.tmx").exists()
+    source.write_text(TMX[:-30])
+    assert main([*base, "import", str(source), "--from", "en", "--to", "de"]) == 1
+    assert "(invalid_tmx)" in capsys.readouterr().err
+    assert main([*base, "import", str(tmp_path / "none.tmx"), "--from", "en", "--to", "de"]) == 1
+    assert "no such file" in capsys.readouterr().err
+
+
 def metric(text: str, name: str, **labels) -> float:
     for family in text_string_to_metric_families(text):
         for s in family.samples:
