@@ -4,12 +4,14 @@
     python -m bench.reuse --name reuse-quick --docs 40 --decode 16
 
 A seeded corpus of small jobs (1-5 segments each, --docs of them) where a third of the
-segments repeat, drawn from a few hundred lines with a Zipf-like law (weight 1/rank), the
-rest unique. Rows, each against raw CTranslate2 translating every segment of the row in
-one translate_batch (raw has no memory: it translates every repeat again):
+segments repeat an earlier segment, drawn with a Zipf-like law (weight 1/rank of first
+appearance), the rest unique. Rows, each against raw CTranslate2 translating every
+segment of the row in one translate_batch (raw has no memory: it translates every repeat
+again):
   - repeats, cold: the cache empty; repeats are shared in flight and by the cache as the
     run goes;
-  - repeats, second run: the same jobs sent again (all from the cache);
+  - repeats, second run: the same jobs sent again (each answered from the cache at
+    submit, stapel.submit.cached_answer);
   - no repeats, cache on vs cache off: a corpus without repeats, cache lookups and
     inserts against none (`"cache": false` on each job: today's many-small row); each
     pair of runs alternates on fresh corpora, medians kept.
@@ -42,26 +44,31 @@ from stapel.keys import create_key
 from training.random_model import pseudo_corpus
 
 REPEAT_SHARE = 1 / 3
-"""The share of segments drawn from the repeating lines."""
-REPEATING_LINES = 300
-"""How many distinct lines the repeats are drawn from (weight 1/rank)."""
+"""The share of segments that repeat a segment seen earlier in the corpus."""
 
 
 def corpus(docs: int, seed: int, repeats: bool) -> list[list[str]]:
-    """Return docs small documents of 1-5 segments; with repeats a third are Zipf-drawn."""
+    """Return docs small documents of 1-5 segments; with repeats a third repeat earlier ones.
+
+    A repeat draws one of the lines seen so far with weight 1/rank, ranked by first
+    appearance (a Zipf-like law: the first lines are the boilerplate every job carries);
+    every other segment is a new line.
+    """
     rng = random.Random(seed)
     sizes = [rng.randint(1, 5) for _ in range(docs)]
-    lines = pseudo_corpus(sum(sizes) + REPEATING_LINES, seed=seed)
-    common, unique = lines[:REPEATING_LINES], lines[REPEATING_LINES:]
-    weights = [1 / rank for rank in range(1, REPEATING_LINES + 1)]
+    lines = iter(pseudo_corpus(sum(sizes), seed=seed))
+    seen: list[str] = []
+    weights: list[float] = []
     out = []
     for size in sizes:
         doc = []
         for _ in range(size):
-            if repeats and rng.random() < REPEAT_SHARE:
-                doc.append(rng.choices(common, weights)[0])
-            else:
-                doc.append(unique.pop())
+            if repeats and seen and rng.random() < REPEAT_SHARE:
+                doc.append(rng.choices(seen, weights)[0])
+                continue
+            seen.append(next(lines))
+            weights.append(1 / len(seen))
+            doc.append(seen[-1])
         out.append(doc)
     return out
 
