@@ -131,8 +131,9 @@ def translate(
         segments = (t for spec in specs for doc in spec.documents for t in doc.segments)
         characters = billing.characters(inline.strip(t) for t in segments)
     with bill(lane, characters):
-        job_ids = _submit_all(lane, specs, api)
-    finish(lane, job_ids)
+        job_ids, ended = _submit_all(lane, specs, api)
+    finish(lane, [job_id for job_id in job_ids if job_id not in ended])
+    lane.session.expire_all()  # the jobs as they ended, not as they were stored
     return [targets(lane.session, lane.tenant_id, job_id) for job_id in job_ids]
 
 
@@ -156,17 +157,25 @@ def submit_on(lane: Lane, spec: JobSpec, *, fair_share: bool = True) -> Job:
     ).job
 
 
-def _submit_all(lane: Lane, specs: list[JobSpec], api: str) -> list[str]:
-    """Submit every spec on the lane; if one is refused, cancel the ones already sent."""
+def _submit_all(lane: Lane, specs: list[JobSpec], api: str) -> tuple[list[str], set[str]]:
+    """Submit every spec on the lane; if one is refused, cancel the ones already sent.
+
+    Returns the job ids, and those that ended as they were stored (the MT cache
+    answered them at submit: nothing to wait for).
+    """
     job_ids: list[str] = []
+    ended: set[str] = set()
     try:
         for spec in specs:
             spec.priority, spec.api = INTERACTIVE_PRIORITY, api
-            job_ids.append(submit_on(lane, spec, fair_share=False).id)
+            job = submit_on(lane, spec, fair_share=False)
+            job_ids.append(job.id)
+            if job.status in FINAL:
+                ended.add(job.id)
     except Exception:
         cancel(lane.session, lane.tenant_id, job_ids)
         raise
-    return job_ids
+    return job_ids, ended
 
 
 def finish(lane: Lane, job_ids: Collection[str]) -> None:

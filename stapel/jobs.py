@@ -23,7 +23,7 @@ from stapel.db import affected
 from stapel.endings import stop_chunks
 from stapel.exceptions import Conflict, NotFound
 from stapel.locking import lock_job, retry_conflicts
-from stapel.states import ACTIVE, Status
+from stapel.states import ACTIVE, CallbackStatus, Status
 from stapel.tables import Chunk, Document, DocumentFile, Job, Segment, db_now, new_id
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,23 @@ def chunk_bounds(total: int, size: int) -> list[tuple[int, int]]:
 
 
 @dataclass(frozen=True)
+class Answered:
+    """A job's every target, found in the MT cache at submit under one model fingerprint.
+
+    targets[i] is segment i's translation; origins[i] is `cache`, or None for a blank
+    segment (it passes through untranslated, as a worker would give it back).
+    """
+
+    fingerprint: str
+    targets: list[str]
+    origins: list[str | None]
+
+    @property
+    def from_cache(self) -> int:
+        return sum(origin is not None for origin in self.origins)
+
+
+@dataclass(frozen=True)
 class StoredJob:
     """A job as `store_job` left it: whether this call stored it, and its chunks' sends."""
 
@@ -125,16 +142,20 @@ def store_job(
     gpu_threshold: int,
     chunk_segments: int,
     dispatch_priority: int | None = None,
+    answered: Answered | None = None,
 ) -> StoredJob:
     """Store a job with its documents, segments and chunks, each with its task id.
 
     Each chunk's first send is recorded in the insert (task id and time), so sending it
     afterwards writes nothing (stapel.dispatch.dispatch_stored). When another request
     stored a job under the same Idempotency-Key first (the unique constraint says so),
-    return that job instead, not created.
+    return that job instead, not created. An `answered` job is stored as it ends:
+    succeeded, its segments translated (from the cache) and its chunks done, nothing to
+    send; its callback is due at once.
     """
     total = spec.segments_total
     bounds = chunk_bounds(total, chunk_segments)
+    now = session.scalar(select(db_now()))
     job = Job(
         id=new_id(),
         tenant_id=tenant_id,
@@ -161,8 +182,13 @@ def store_job(
         segments_from_cache=0,
         segments_from_mt=0,
         # the database's clock: the watchdog compares a chunk's age with its own reading
-        created_at=session.scalar(select(db_now())),
+        created_at=now,
     )
+    if answered is not None:
+        job.status, job.started_at, job.finished_at = Status.SUCCEEDED, now, now
+        job.segments_done, job.segments_from_cache = total, answered.from_cache
+        job.callback_status = CallbackStatus.PENDING.value if spec.callback_url else None
+        job.callback_next_at, job.callback_attempts = now, 0
     session.add(job)
     try:
         session.flush()
@@ -172,40 +198,55 @@ def store_job(
         if existing is None:
             raise
         return StoredJob(existing, False)
-    _insert_documents(session, job.id, spec.documents)
+    _insert_documents(session, job.id, spec.documents, answered)
     chunk_ids = [new_id() for _ in bounds]
-    task_ids = {chunk_id: new_id() for chunk_id in chunk_ids}
+    task_ids = {} if answered else {chunk_id: new_id() for chunk_id in chunk_ids}
     session.execute(
         insert(Chunk),
         [
             {
                 "id": chunk_ids[i],
-                "task_id": task_ids[chunk_ids[i]],
-                "sent_at": job.created_at,
+                "task_id": task_ids.get(chunk_ids[i]),
+                "sent_at": None if answered else now,
                 "job_id": job.id,
                 "idx": i,
                 "pool": job.pool,
                 "first_segment": start,
                 "end_segment": end,
-                "status": Status.QUEUED,
-                "done": 0,
                 "attempts": 0,
-                "created_at": job.created_at,
+                "created_at": now,
             }
+            | _chunk_state(answered, start, end, now)
             for i, (start, end) in enumerate(bounds)
         ],
     )
     session.commit()
     log.info(
-        "job created logid=%s tenant=%s pool=%s segments=%d chunks=%d",
+        "job created logid=%s tenant=%s pool=%s segments=%d chunks=%d%s",
         job.id,
         tenant_id,
         job.pool,
         total,
         len(bounds),
+        " answered=cache" if answered else "",
     )
+    if answered:
+        return StoredJob(job, True)
     sizes = [end - start for start, end in bounds]
     return StoredJob(job, True, list(zip(chunk_ids, sizes, strict=True)), task_ids)
+
+
+def _chunk_state(answered: Answered | None, start: int, end: int, now: datetime) -> dict:
+    """A new chunk's state columns: queued, or done from the cache for an answered job."""
+    if answered is None:
+        return {"status": Status.QUEUED, "done": 0}
+    cached = sum(origin is not None for origin in answered.origins[start:end])
+    return {
+        "status": Status.SUCCEEDED,
+        "done": end - start,
+        "from_cache": cached,
+        "finished_at": now,
+    }
 
 
 def by_idempotency_key(session: Session, tenant_id: str, key: str) -> Job | None:
@@ -213,7 +254,9 @@ def by_idempotency_key(session: Session, tenant_id: str, key: str) -> Job | None
     return session.scalar(select(Job).where(Job.tenant_id == tenant_id, Job.idempotency_key == key))
 
 
-def _insert_documents(session: Session, job_id: str, documents: list[DocumentSpec]) -> None:
+def _insert_documents(
+    session: Session, job_id: str, documents: list[DocumentSpec], answered: Answered | None
+) -> None:
     doc_rows, seg_rows, index = [], [], 0
     for d, doc in enumerate(documents):
         doc_rows.append(
@@ -226,7 +269,12 @@ def _insert_documents(session: Session, job_id: str, documents: list[DocumentSpe
             }
         )
         for text in doc.segments:
-            seg_rows.append({"job_id": job_id, "idx": index, "source": text, "target": None})
+            row = {"job_id": job_id, "idx": index, "source": text, "target": None}
+            if answered is not None:
+                origin = answered.origins[index]
+                row |= {"target": answered.targets[index], "origin": origin}
+                row["fingerprint"] = answered.fingerprint if origin else None
+            seg_rows.append(row)
             index += 1
             if len(seg_rows) >= INSERT_BATCH:
                 session.execute(insert(Segment), seg_rows)

@@ -11,6 +11,8 @@ updated model or a changed option never serves an old translation.
 
 A chunk's pieces are looked up in one query (the primary key's index); its new
 translations are stored with one bulk upsert in the transaction that writes them.
+Beside each piece, a worker stores the whole segment under `segment_key` (its exact
+text), which the web looks up to answer a fully cached job at submit.
 """
 
 from __future__ import annotations
@@ -42,6 +44,19 @@ LOOKUP_BATCH = 900
 def piece_key(tokens: Sequence[str]) -> str:
     """Return the cache key of a piece: the hash of the tokens the model is fed."""
     return hashlib.sha256("\x1f".join(tokens).encode()).hexdigest()
+
+
+def segment_key(pair: str, split_sentences: bool, text: str) -> str:
+    """Return the cache key of a whole segment: the hash of its pair, its sentence option
+    and its exact text.
+
+    Workers store these beside the piece entries, so the web, which has no tokenizer,
+    can answer a job whose every segment was translated before without a worker
+    (stapel.submit). No normalization: a segment's translation keeps its own whitespace.
+    The leading tag keeps these keys apart from piece keys.
+    """
+    head = f"segment\x1e{pair}\x1e{int(split_sentences)}\x1e"
+    return hashlib.sha256((head + text).encode()).hexdigest()
 
 
 def fingerprint(model_dir: Path, options: dict) -> str:

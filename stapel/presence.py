@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping
 
 import redis
 
@@ -79,8 +79,24 @@ class Publisher:
 SERVED_CACHE_S = 2.0
 """How long a process trusts its view of the workers' room."""
 
-Room = MutableMapping[str, int]
-"""Model queue -> segments its roomiest live worker can still take (see stapel.dispatch)."""
+
+class Room(dict[str, int]):
+    """Model queue -> segments its roomiest live worker can still take (see stapel.dispatch).
+
+    `fingerprints` is model queue -> the model fingerprint (stapel.mtcache) that every
+    live worker holding the queue's pair shares; a queue whose workers disagree (a model
+    update rolling out) or do not say (an older worker) has none. A plain mapping (a
+    hand-back's `{}`) stands for a room without fingerprints.
+    """
+
+    def __init__(self, room=(), fingerprints: dict[str, str] | None = None) -> None:
+        super().__init__(room)
+        self.fingerprints = fingerprints or {}
+
+
+def agreed_fingerprint(room: Mapping[str, int], queue: str) -> str | None:
+    """Return the fingerprint every live worker of a model queue shares, if one does."""
+    return room.fingerprints.get(queue) if isinstance(room, Room) else None
 
 
 def free_segments(record: dict) -> int:
@@ -93,17 +109,22 @@ def free_segments(record: dict) -> int:
     return max(0, budget - int(record.get("held") or 0) - int(record.get("waiting_segments") or 0))
 
 
-def model_room(records: dict[str, dict]) -> dict[str, int]:
-    """Return model queue -> most free segments among the live workers that consume it."""
+def model_room(records: dict[str, dict]) -> Room:
+    """Return model queue -> most free segments among the live workers that consume it,
+    with the fingerprint they agree on per queue (Room.fingerprints)."""
     room: dict[str, int] = {}
+    seen: dict[str, set[str | None]] = {}
     for record in records.values():
         pool = record.get("pool")
         if not pool:
             continue
+        fingerprints = record.get("fingerprints") or {}
         for pair in record.get("models") or []:
             queue = model_queue(pool, pair)
             room[queue] = max(room.get(queue, 0), free_segments(record))
-    return room
+            seen.setdefault(queue, set()).add(fingerprints.get(pair))
+    agreed = {q: fp for q, fps in seen.items() if len(fps) == 1 and (fp := next(iter(fps)))}
+    return Room(room, agreed)
 
 
 def reserved_task_ids(records: dict[str, dict]) -> set[str]:
@@ -123,7 +144,7 @@ class ServedQueues:
         self.client, self.cache_s = client, cache_s
         self._read_at = float("-inf")
         self._records: dict[str, dict] = {}
-        self._room: Room = {}
+        self._room = Room()
         self._lock = threading.Lock()
 
     def _refresh(self) -> None:
@@ -154,7 +175,7 @@ class ServedQueues:
             return False
 
 
-def served_model_queues(records: dict[str, dict]) -> dict[str, int]:
+def served_model_queues(records: dict[str, dict]) -> Room:
     """Return the model queues some live worker consumes, with their room (model_room)."""
     return model_room(records)
 

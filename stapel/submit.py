@@ -1,4 +1,8 @@
-"""The submit use case: idempotency, quota, the job's rows, then its chunks' dispatch."""
+"""The submit use case: idempotency, quota, the job's rows, then its chunks' dispatch.
+
+A job the MT cache answers whole is stored as ended instead, and nothing is sent
+(`cached_answer`).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,20 @@ import redis
 from celery import Celery
 from sqlalchemy.orm import Session
 
-from stapel import jobs, memories, quotas
+from stapel import jobs, memories, metrics, mtcache, quotas
+from stapel.broker import send_callback
 from stapel.dispatch import dispatch_stored
 from stapel.exceptions import StapelError
 from stapel.jobs import JobSpec
-from stapel.presence import Room
+from stapel.presence import Room, agreed_fingerprint, model_queue
 from stapel.settings import Settings
+from stapel.states import Origin
 from stapel.tables import Job
 
 log = logging.getLogger(__name__)
+
+ANSWER_MAX_SEGMENTS = mtcache.LOOKUP_BATCH
+"""The largest job the web answers from the cache at submit (its lookup is one query)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,7 @@ def submit(
                 priority = quotas.fair_priority(
                     spec.priority, admission.in_flight, settings.fair_share_step
                 )
+            answered = cached_answer(session, served, settings, tenant_id, spec)
             stored = jobs.store_job(
                 session,
                 tenant_id,
@@ -76,6 +86,7 @@ def submit(
                 gpu_threshold=settings.gpu_threshold,
                 chunk_segments=settings.chunk_segments,
                 dispatch_priority=priority,
+                answered=answered,
             )
     except StapelError:
         session.rollback()
@@ -88,7 +99,53 @@ def submit(
     if not stored.created:  # a concurrent request with the same key stored it first
         quotas.refund(client, admission, spec.segments_total)
         return Submitted(stored.job, False)
+    if answered is not None:  # ended as it was stored: nothing to send but its callback
+        if spec.callback_url:
+            send_callback(celery, stored.job.id)
+        return Submitted(stored.job, True)
     # The job is committed, so the client hears 202 whatever the broker does: a chunk
     # the broker did not take is the watchdog's to send (its task id is not in Redis).
     dispatch_stored(celery, served, stored)
     return Submitted(stored.job, True)
+
+
+def cached_answer(
+    session: Session, served: Room, settings: Settings, tenant_id: str, spec: JobSpec
+) -> jobs.Answered | None:
+    """Return the job's every target from the MT cache, or None to translate it.
+
+    A job is answered at submit only when the cache can answer it all, exactly as a
+    worker would: the cache on (for the web and the job), no memories named (a human
+    translation would win over the cache), at most ANSWER_MAX_SEGMENTS segments (one
+    query), and one model fingerprint shared by every live worker that holds the pair
+    for the job's pool (stapel.presence); each segment is looked up by its exact text,
+    inline codes included (stapel.mtcache.segment_key: a worker stores a segment with
+    codes with its codes placed). Blank segments pass through, as a worker gives them
+    back.
+    """
+    total = spec.segments_total
+    if not (settings.cache_enabled and spec.use_cache) or spec.memories:
+        return None
+    if not 0 < total <= ANSWER_MAX_SEGMENTS:
+        return None
+    pair = f"{spec.source_lang}-{spec.target_lang}"
+    pool = jobs.route_pool(total, settings.gpu_threshold)
+    fp = agreed_fingerprint(served, model_queue(pool, pair))
+    if fp is None:
+        return None
+    texts = [text for doc in spec.documents for text in doc.segments]
+    keys = [
+        mtcache.segment_key(pair, spec.split_sentences, t) if t.strip() else None for t in texts
+    ]
+    wanted = [key for key in keys if key is not None]
+    found = mtcache.lookup(
+        session, mtcache.scope(tenant_id, settings.cache_shared), fp, wanted, settings.cache_ttl_s
+    )
+    metrics.observe_lookup("submit", len(found), len(set(wanted)))
+    if len(found) < len(set(wanted)):
+        return None
+    return jobs.Answered(
+        fp,
+        [text if key is None else found[key] for text, key in zip(texts, keys, strict=True)],
+        [None if key is None else Origin.CACHE.value for key in keys],
+    )

@@ -8,7 +8,13 @@ import pytest
 from sqlalchemy import func, select
 
 from stapel.dispatch import route
-from stapel.presence import ServedQueues, model_room, read_all, reserved_task_ids
+from stapel.presence import (
+    ServedQueues,
+    agreed_fingerprint,
+    model_room,
+    read_all,
+    reserved_task_ids,
+)
 from stapel.tables import Chunk, Job, Segment
 from tests.factories import sentences, wait_for
 from tests.workers_proc import WorkerProcess
@@ -38,6 +44,25 @@ def test_model_room_is_the_roomiest_holder_of_each_model_queue():
     }
     assert model_room({}) == {}
     assert reserved_task_ids(RECORDS) == {"t1", "t2"}
+
+
+def test_a_model_queue_has_a_fingerprint_only_while_its_live_holders_agree():
+    def record(pool: str, fingerprints: dict) -> dict:
+        return {"pool": pool, "models": list(fingerprints), "fingerprints": fingerprints}
+
+    room = model_room(
+        {
+            "cpu-1@a": record("cpu", {"en-de": "f1", "de-en": "f2"}),
+            "cpu-2@a": record("cpu", {"en-de": "f1", "de-en": "f3"}),  # de-en rolling out
+            "cpu-3@a": {"pool": "cpu", "models": ["fr-de"]},  # an older worker: says none
+            "gpu-1@b": record("gpu", {"en-de": "f4"}),
+        }
+    )
+    assert room.fingerprints == {"cpu.en-de": "f1", "gpu.en-de": "f4"}
+    assert agreed_fingerprint(room, "cpu.en-de") == "f1"
+    assert agreed_fingerprint(room, "cpu.de-en") is None
+    assert agreed_fingerprint(room, "cpu.fr-de") is None
+    assert agreed_fingerprint({"cpu.en-de": 10}, "cpu.en-de") is None  # a hand-back's room
 
 
 @pytest.mark.parametrize(

@@ -153,6 +153,11 @@ class Engine:
         """Return the pairs currently loaded, least recently used first."""
         return list(self._loaded)
 
+    def loaded_fingerprints(self) -> dict[str, str]:
+        """Return pair -> model fingerprint of the pairs loaded now (for presence)."""
+        with self._lock:
+            return {pair: model.batcher.fingerprint for pair, model in self._loaded.items()}
+
     def withdraw_job(self, job_id: str) -> int:
         """Take a cancelled job's waiting segments out of every loaded model's batcher."""
         with self._lock:

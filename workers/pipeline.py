@@ -33,10 +33,12 @@ from stapel.chunks import (
 from stapel.db import with_retry
 from stapel.dispatch import dispatch
 from stapel.exceptions import ModelUnavailable, PermanentTranslationError
+from stapel.formats import inline
 from stapel.interactive import announce_end
 from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, Origin, TaskOutcome
 from stapel.tables import Chunk
+from workers import markup
 from workers.runtime import WorkerState, state
 from workers.submission import Result, SegmentError, Submission
 from workers.unavailable import model_unavailable
@@ -179,7 +181,9 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     fp = current.engine.fingerprint(claim.pair)
     recall = _recall(session, claim, pending)
     rest = [(i, text) for i, text in pending if i not in recall]
-    lookups = _Lookups(session, claim, settings, fp)
+    lookups = _Lookups(session, claim, settings, fp, rest)
+    whole = lookups.tagged_hits(rest)
+    rest = [(i, text) for i, text in rest if i not in whole]
     batches = current.engine.translate_batches(
         claim.pair,
         rest,
@@ -191,6 +195,7 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     )
     try:
         recalled = [(i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())]
+        recalled += [(i, t, Origin.CACHE.value, fp) for i, t in sorted(whole.items())]
         if recalled and rest:
             if not with_retry(session, lambda: record_batch(session, claim, recalled)):
                 return _stopped(claim)
@@ -218,7 +223,7 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         len(pending),
         failed,
         len(recall),
-        lookups.hits,
+        lookups.hits + len(whole),
         time.monotonic() - started,
         "succeeded" if outcome == ChunkOutcome.JOB_SUCCEEDED else "running",
     )
@@ -244,15 +249,53 @@ def _recall(session: Session, claim: Claim, pending: list[tuple[int, str]]) -> d
 
 class _Lookups:
     """The chunk's pieces looked up once (memories, then the MT cache), and what the
-    model adds to the cache."""
+    model adds to the cache: its pieces, and each whole segment under its text.
 
-    def __init__(self, session: Session, claim: Claim, settings, fp: str) -> None:
+    A whole segment is stored only when it is all machine translation, never in a job
+    that names memories (a sentence of it may be a human's). Segments with inline codes
+    are cached whole only (their codes placed: the aligning batcher's pieces are not
+    cached), and in a chunk that holds some, only they are: the segments without codes
+    there went through the aligning batcher.
+    """
+
+    def __init__(
+        self, session: Session, claim: Claim, settings, fp: str, rest: list[tuple[int, str]]
+    ) -> None:
         self.session, self.claim, self.fp = session, claim, fp
         self.cache = settings.cache_enabled and claim.use_cache
         self.on = self.cache or bool(claim.memories)
         self.ttl_s = settings.cache_ttl_s
         self.scope = mtcache.scope(claim.tenant_id, settings.cache_shared)
         self.hits = 0
+        self._segments: dict[str, str] = {}
+        self._watch(rest)
+
+    def _watch(self, rest: list[tuple[int, str]]) -> None:
+        """Keep the sources of the segments to cache whole once translated (see above)."""
+        self.tagged = markup.has_codes(rest)
+        whole = self.cache and not self.claim.memories
+        self._sources = {
+            i: text for i, text in rest if whole and (not self.tagged or inline.has_codes(text))
+        }
+
+    def _key(self, text: str) -> str:
+        return mtcache.segment_key(self.claim.pair, self.claim.split_sentences, text)
+
+    def tagged_hits(self, rest: list[tuple[int, str]]) -> dict[int, str]:
+        """The chunk's segments with inline codes the cache holds whole (one query)."""
+        if not self.tagged or not self._sources:
+            return {}
+        keys = {i: self._key(text) for i, text in self._sources.items()}
+        session = self.session
+        found = with_retry(
+            session,
+            lambda: mtcache.lookup(session, self.scope, self.fp, keys.values(), self.ttl_s),
+        )
+        session.commit()
+        metrics.observe_lookup("cache", len(found), len(set(keys.values())))
+        hits = {i: found[key] for i, key in keys.items() if key in found}
+        self._watch([(i, text) for i, text in rest if i not in hits])  # what goes on
+        return hits
 
     def known(self, pieces: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
         """Look the pieces up: a named memory's exact match first, then the cache (one
@@ -284,11 +327,17 @@ class _Lookups:
         if not self.cache:
             return None
         entries = batches.take_learned()
+        entries.update(self._segments)
+        self._segments = {}
         return Learned(self.scope, self.fp, entries) if entries else None
 
     def provenance(self, batches: Submission, texts: list[tuple[int, str]]) -> list[Written]:
-        """Each translated segment with its origin and the fingerprint of a machine one."""
+        """Each translated segment with its origin and the fingerprint of a machine one
+        (and, kept for the next `learned`, the whole machine-made segments to store)."""
         origins = batches.origins
+        for i, t in texts:
+            if i in self._sources and origins.get(i) in _MACHINE:
+                self._segments[self._key(self._sources[i])] = t
         return [
             (i, t, origins.get(i), self.fp if origins.get(i) in _MACHINE else None)
             for i, t in texts

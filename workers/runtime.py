@@ -84,7 +84,9 @@ class WorkerState:
 
         `pool` is empty for a worker that does not consume its pool's queue (the control
         worker): it takes no chunks, so it offers no room and counts in no pool. `broken`
-        lists the pairs it cannot load (it never takes their chunks).
+        lists the pairs it cannot load (it never takes their chunks); `fingerprints` the
+        model fingerprint of each loaded pair (the web answers a job from the MT cache at
+        submit only under the fingerprint every live worker of the pair agrees on).
         """
         pool = self.settings.pool if self.consumes_pool else ""
         waiting_segments, waiting = self.budget.waiting()
@@ -92,6 +94,7 @@ class WorkerState:
             "pool": pool,
             "busy": self.busy,
             "models": self.engine.loaded_pairs() if pool else [],
+            "fingerprints": self.engine.loaded_fingerprints() if pool else {},
             "broken": self.engine.broken(),
             "budget": self.budget.limit if pool else 0,
             "held": self.budget.held,

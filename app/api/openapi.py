@@ -385,7 +385,11 @@ def _v1() -> dict:
                     "Submit a job (JSON segments/documents, or uploaded files: .txt, XLIFF, "
                     "PO, SRT, HTML, DOCX)",
                     {
-                        "202": _json("Job", "Created; Location names the job"),
+                        "202": _json(
+                            "Job",
+                            "Created; Location names the job (status succeeded when the MT "
+                            "cache answered every segment at submit)",
+                        ),
                         "200": _json("Job", "Same Idempotency-Key as an earlier job: that job"),
                         **_errors(400, 413),
                     },

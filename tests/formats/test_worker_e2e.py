@@ -53,3 +53,37 @@ def test_documents_with_tags_come_back_translated(client, auth, worker):
     )
     word = zipfile.ZipFile(io.BytesIO(archive.read("letter.docx")))
     assert "<w:rPr><w:b/></w:rPr><w:t>alte Mann</w:t>" in word.read("word/document.xml").decode()
+
+
+def test_tagged_documents_sent_again_come_from_the_cache_tags_in_place(app, client, auth, worker):
+    """A segment with inline codes is cached whole, its codes placed: the second upload
+    takes its tagged segments from the cache, the third is answered whole at submit."""
+    files = [("ui.xlf", XLIFF12), ("app.po", PO)]
+
+    def send() -> tuple[dict, dict, dict[str, bytes]]:
+        created = upload(client, auth, files)
+        assert created.status_code == 202, created.get_json()
+        job = created.get_json()
+
+        def finished():
+            state = client.get(job["links"]["self"], headers=auth).get_json()
+            return state if state["status"] in ("succeeded", "failed") else None
+
+        done = wait_for(finished, timeout=120, what="the job to finish")
+        assert done["status"] == "succeeded", (done, worker.log())
+        data = client.get(f"{job['links']['result']}?format=file", headers=auth).data
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        return job, done, {name: archive.read(name) for name in archive.namelist()}
+
+    _, first, cold = send()
+    _, second, warm = send()
+    assert warm == cold
+    assert first["segments_from_cache"] == 0
+    ext = app.extensions["stapel"]
+    wait_for(lambda: ext.served.get().fingerprints.get("cpu.en-de"), timeout=30, what="presence")
+    job, third, hot = send()
+    assert job["status"] == "succeeded"  # answered at submit: every segment cached whole
+    assert hot == cold and third["segments_from_mt"] == second["segments_from_mt"] == 0
+    assert (
+        first["segments_from_mt"] == second["segments_from_cache"] == third["segments_from_cache"]
+    )

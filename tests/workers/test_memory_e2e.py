@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
+from stapel.presence import agreed_fingerprint
+from stapel.tables import Chunk
 from tests.factories import sentences, wait_for
+from tests.faults.harness import stuck_jobs
 from tests.test_e2e import raw_translate
 from tests.workers_proc import stack_worker
 
@@ -27,7 +31,11 @@ def run(client, auth, worker, segments, **fields) -> tuple[dict, dict]:
     body = {"source_lang": "en", "target_lang": "de", "segments": segments, **fields}
     created = client.post("/v1/jobs", json=body, headers=auth)
     assert created.status_code == 202, created.get_json()
-    link = created.get_json()["links"]["self"]
+    return run_link(client, auth, worker, created.get_json()["links"]["self"])
+
+
+def run_link(client, auth, worker, link: str) -> tuple[dict, dict]:
+    """Wait for the job at link to succeed; return (status, JSON result)."""
 
     def ended():
         state = client.get(link, headers=auth).get_json()
@@ -61,6 +69,59 @@ def test_cold_warm_and_cache_off_give_three_identical_results(client, auth, work
         p["model"] for r in (first, second, third) for p in r["documents"][0]["provenance"][:-1]
     }
     assert len(fingerprints) == 1 and len(next(iter(fingerprints))) == 16
+
+
+def test_a_job_translated_before_is_answered_at_submit_as_a_worker_would(
+    app, client, auth, other_key, worker, model_root
+):
+    texts = sentences(6, seed=5) + ["the dog runs.  she reads books. ", " "]
+    cold, first = run(client, auth, worker, texts)
+    assert cold["segments_from_mt"] == len(texts) - 1
+    ext = app.extensions["stapel"]
+    # the model's fingerprint reaches the web with the worker's next presence record
+    fp = wait_for(
+        lambda: agreed_fingerprint(ext.served.get(), "cpu.en-de"), timeout=30, what="presence"
+    )
+    assert fp == first["documents"][0]["provenance"][0]["model"]
+    body = {"source_lang": "en", "target_lang": "de", "segments": texts}
+    warm = client.post("/v1/jobs", json=body, headers=auth).get_json()
+    assert warm["status"] == "succeeded", warm  # ended as it was stored: no worker took it
+    assert (warm["segments_from_cache"], warm["segments_from_mt"]) == (len(texts) - 1, 0)
+    second = client.get(f"/v1/jobs/{warm['id']}/result", headers=auth).get_json()
+    assert second["documents"][0]["segments"] == first["documents"][0]["segments"]
+    provenance = second["documents"][0]["provenance"]
+    assert provenance[-1] is None  # the blank segment passes through, as a worker gives it
+    assert {(p["origin"], p["model"]) for p in provenance[:-1]} == {("cache", fp)}
+    # Not answered at submit, each for its reason, and translated the same way by a worker:
+    # the cache off; another tenant (its own scope); a memory named; a segment never seen.
+    memory = client.post(
+        "/v1/memories?source_lang=en&target_lang=de",
+        data=TMX,
+        headers={**auth, "Content-Type": "application/x-tmx+xml"},
+    ).get_json()
+    other = {"Authorization": f"Bearer {other_key}"}
+    new = ["he writes green books today."]
+    for headers, fields, segments in [
+        (auth, {"cache": False}, texts),
+        (other, {}, texts),
+        (auth, {"memories": [memory["id"]]}, texts),
+        (auth, {}, texts[:3] + new),
+    ]:
+        posted = client.post(
+            "/v1/jobs", json={**body, **fields, "segments": segments}, headers=headers
+        )
+        assert posted.get_json()["status"] == "queued", (fields, segments)
+        state, result = run_link(client, headers, worker, posted.get_json()["links"]["self"])
+        assert result["documents"][0]["segments"][:3] == first["documents"][0]["segments"][:3]
+    assert state["segments_from_cache"] == 3  # the worker's own lookup answered the rest
+    with ext.sessions() as s:
+        assert not stuck_jobs(s)
+        ended = s.execute(
+            select(Chunk.status, Chunk.done, Chunk.end_segment - Chunk.first_segment).where(
+                Chunk.job_id == warm["id"]
+            )
+        ).all()
+    assert ended and all(status == "succeeded" and done == size for status, done, size in ended)
 
 
 TMX = (
