@@ -30,8 +30,8 @@ def worker(app, settings_overrides, tmp_path):
     )
 
 
-def test_documents_with_tags_come_back_translated(client, auth, worker):
-    files = [("ui.xlf", XLIFF12), ("app.po", PO), ("letter.docx", sample_docx())]
+def translated(client, auth, worker, files) -> tuple[dict, dict, zipfile.ZipFile]:
+    """Upload files as one job, wait for it to succeed; return (job, status, result zip)."""
     created = upload(client, auth, files)
     assert created.status_code == 202, created.get_json()
     job = created.get_json()
@@ -43,7 +43,12 @@ def test_documents_with_tags_come_back_translated(client, auth, worker):
     done = wait_for(finished, timeout=120, what="the job to finish")
     assert done["status"] == "succeeded", (done, worker.log())
     response = client.get(f"{job['links']['result']}?format=file", headers=auth)
-    archive = zipfile.ZipFile(io.BytesIO(response.data))
+    return job, done, zipfile.ZipFile(io.BytesIO(response.data))
+
+
+def test_documents_with_tags_come_back_translated(client, auth, worker):
+    files = [("ui.xlf", XLIFF12), ("app.po", PO), ("letter.docx", sample_docx())]
+    archive = translated(client, auth, worker, files)[2]
     xliff = archive.read("ui.xlf").decode()
     assert 'Der <g id="1">alte Mann</g> sieht den kleinen Hund.</target>' in xliff
     assert 'Der <bpt id="5">&lt;b&gt;</bpt>Hund<ept id="5">&lt;/b&gt;</ept> schläft.' in xliff
@@ -61,18 +66,7 @@ def test_tagged_documents_sent_again_come_from_the_cache_tags_in_place(app, clie
     files = [("ui.xlf", XLIFF12), ("app.po", PO)]
 
     def send() -> tuple[dict, dict, dict[str, bytes]]:
-        created = upload(client, auth, files)
-        assert created.status_code == 202, created.get_json()
-        job = created.get_json()
-
-        def finished():
-            state = client.get(job["links"]["self"], headers=auth).get_json()
-            return state if state["status"] in ("succeeded", "failed") else None
-
-        done = wait_for(finished, timeout=120, what="the job to finish")
-        assert done["status"] == "succeeded", (done, worker.log())
-        data = client.get(f"{job['links']['result']}?format=file", headers=auth).data
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        job, done, archive = translated(client, auth, worker, files)
         return job, done, {name: archive.read(name) for name in archive.namelist()}
 
     _, first, cold = send()
