@@ -96,9 +96,9 @@ class Answered:
     targets: list[str]
     origins: list[str | None]
 
-    @property
-    def from_cache(self) -> int:
-        return sum(origin is not None for origin in self.origins)
+    def from_cache(self, start: int = 0, end: int | None = None) -> int:
+        """How many of segments [start, end) the cache answered (blank ones it did not)."""
+        return sum(origin is not None for origin in self.origins[start:end])
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def store_job(
     )
     if answered is not None:
         job.status, job.started_at, job.finished_at = Status.SUCCEEDED, now, now
-        job.segments_done, job.segments_from_cache = total, answered.from_cache
+        job.segments_done, job.segments_from_cache = total, answered.from_cache()
         job.callback_status = CallbackStatus.PENDING.value if spec.callback_url else None
         job.callback_next_at, job.callback_attempts = now, 0
     session.add(job)
@@ -240,11 +240,10 @@ def _chunk_state(answered: Answered | None, start: int, end: int, now: datetime)
     """A new chunk's state columns: queued, or done from the cache for an answered job."""
     if answered is None:
         return {"status": Status.QUEUED, "done": 0}
-    cached = sum(origin is not None for origin in answered.origins[start:end])
     return {
         "status": Status.SUCCEEDED,
         "done": end - start,
-        "from_cache": cached,
+        "from_cache": answered.from_cache(start, end),
         "finished_at": now,
     }
 

@@ -137,12 +137,12 @@ def cached_answer(
     keys = [
         mtcache.segment_key(pair, spec.split_sentences, t) if t.strip() else None for t in texts
     ]
-    wanted = [key for key in keys if key is not None]
+    wanted = {key for key in keys if key is not None}
     found = mtcache.lookup(
         session, mtcache.scope(tenant_id, settings.cache_shared), fp, wanted, settings.cache_ttl_s
     )
-    metrics.observe_lookup("submit", len(found), len(set(wanted)))
-    if len(found) < len(set(wanted)):
+    metrics.observe_lookup("submit", len(found), len(wanted))
+    if len(found) < len(wanted):
         return None
     return jobs.Answered(
         fp,
