@@ -16,7 +16,7 @@ from stapel.db import affected
 from stapel.dispatch import dispatch
 from stapel.dispatch import messages as dispatch_messages
 from stapel.exceptions import Conflict, NotFound
-from stapel.locking import lock_job, lock_jobs_for_delete, retry_conflicts
+from stapel.locking import job_status, lock_job, lock_jobs_for_delete, retry_conflicts
 from stapel.presence import Room
 from stapel.states import FINAL, CallbackStatus, Status
 from stapel.tables import Chunk, Document, Job, Segment, db_now
@@ -57,7 +57,8 @@ def requeue_job(session: Session, celery: Celery, served: Room, job_id: str) -> 
 @retry_conflicts
 def _reset(session: Session, job_id: str) -> None:
     """Put the job's unfinished chunks and the job back to `queued` (job locked first)."""
-    status = lock_job(session, job_id)
+    lock_job(session, job_id)
+    status = job_status(session, job_id)
     if status is None:
         session.rollback()
         raise NotFound(f"no job with id {job_id!r}")

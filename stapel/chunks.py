@@ -15,13 +15,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import bindparam, case, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from stapel import endings, mtcache
 from stapel.db import affected
-from stapel.locking import lock_job, retry_conflicts
+from stapel.locking import job_status, lock_job, retry_conflicts
 from stapel.states import ChunkOutcome, Origin, Status
 from stapel.tables import Chunk, Job, Segment, db_now, new_id
 
@@ -74,66 +75,79 @@ def chunk_size(session: Session, chunk_id: str) -> int:
     )
 
 
+# The hot path's statements (a claim, each batch write, a finish: several per chunk, a
+# chunk per small job) are built once, on the tables: building and hashing a statement
+# per call, and the ORM's bulk-update bookkeeping, cost more CPU than running it.
+_CHUNKS = Chunk.__table__
+_JOBS = Job.__table__
+_CHUNK_JOB = select(_CHUNKS.c.job_id).where(_CHUNKS.c.id == bindparam("c_chunk"))
+_CLAIM = (
+    update(_CHUNKS)  # type: ignore[arg-type]
+    .where(_CHUNKS.c.id == bindparam("c_chunk"), _CHUNKS.c.status == Status.QUEUED.value)
+    .values(
+        status=Status.RUNNING.value,
+        attempts=_CHUNKS.c.attempts + 1,
+        claim_token=bindparam("c_token"),
+        worker=bindparam("c_worker"),
+        heartbeat_at=db_now(),
+        error=None,
+    )
+)
+_CLAIMED = (
+    select(
+        _CHUNKS.c.idx,
+        _CHUNKS.c.first_segment,
+        _CHUNKS.c.end_segment,
+        _CHUNKS.c.attempts,
+        _CHUNKS.c.sent_at,
+        _JOBS.c.source_lang,
+        _JOBS.c.target_lang,
+        # The effective priority (fair share included) is what the worker's batcher
+        # serves too, not the one the client asked for.
+        func.coalesce(_JOBS.c.dispatch_priority, _JOBS.c.priority).label("priority"),
+        _JOBS.c.chunks_total,
+        _JOBS.c.callback_url.is_not(None).label("has_callback"),
+        db_now().label("now"),
+        _JOBS.c.split_sentences,
+        _JOBS.c.tenant_id,
+        _JOBS.c.use_cache,
+        _JOBS.c.memories,
+    )
+    .select_from(_CHUNKS.join(_JOBS, _JOBS.c.id == _CHUNKS.c.job_id))
+    .where(_CHUNKS.c.id == bindparam("c_chunk"))
+)
+_QUEUED = _JOBS.c.status == Status.QUEUED.value
+_START_JOB = (
+    update(_JOBS)  # type: ignore[arg-type]
+    .where(_JOBS.c.id == bindparam("c_job"))
+    .values(
+        status=case((_QUEUED, literal(Status.RUNNING.value)), else_=_JOBS.c.status),
+        started_at=case(
+            (_QUEUED, func.coalesce(_JOBS.c.started_at, db_now())), else_=_JOBS.c.started_at
+        ),
+        attempts=case(
+            (_JOBS.c.attempts < bindparam("c_attempts"), bindparam("c_attempts")),
+            else_=_JOBS.c.attempts,
+        ),
+    )
+)
+
+
 @retry_conflicts
 def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
     """Take a queued chunk for this worker, or return None if it is not claimable."""
-    job_id = session.scalar(select(Chunk.job_id).where(Chunk.id == chunk_id))
+    job_id = session.scalar(_CHUNK_JOB, {"c_chunk": chunk_id})
     session.commit()  # the claim's own transaction starts with the job's lock
     if job_id is None:
         return None
     lock_job(session, job_id)
     token = new_id()
-    won = affected(
-        session,
-        update(Chunk)
-        .where(Chunk.id == chunk_id, Chunk.status == Status.QUEUED)
-        .values(
-            status=Status.RUNNING,
-            attempts=Chunk.attempts + 1,
-            claim_token=token,
-            worker=worker,
-            heartbeat_at=db_now(),
-            error=None,
-        ),
-    )
+    won = affected(session, _CLAIM, {"c_chunk": chunk_id, "c_token": token, "c_worker": worker})
     if won != 1:
         session.rollback()
         return None
-    chunk = session.execute(
-        select(
-            Chunk.idx,
-            Chunk.first_segment,
-            Chunk.end_segment,
-            Chunk.attempts,
-            Chunk.sent_at,
-            Job.source_lang,
-            Job.target_lang,
-            # The effective priority (fair share included) is what the worker's batcher
-            # serves too, not the one the client asked for.
-            func.coalesce(Job.dispatch_priority, Job.priority).label("priority"),
-            Job.chunks_total,
-            Job.callback_url.is_not(None).label("has_callback"),
-            db_now().label("now"),
-            Job.split_sentences,
-            Job.tenant_id,
-            Job.use_cache,
-            Job.memories,
-        )
-        .join(Job, Job.id == Chunk.job_id)
-        .where(Chunk.id == chunk_id)
-    ).one()
-    queued = Job.status == Status.QUEUED
-    session.execute(
-        update(Job)
-        .where(Job.id == job_id)
-        .values(
-            status=case((queued, literal(Status.RUNNING.value)), else_=Job.status),
-            started_at=case(
-                (queued, func.coalesce(Job.started_at, db_now())), else_=Job.started_at
-            ),
-            attempts=case((Job.attempts < chunk.attempts, chunk.attempts), else_=Job.attempts),
-        )
-    )
+    chunk = session.execute(_CLAIMED, {"c_chunk": chunk_id}).one()
+    session.execute(_START_JOB, {"c_job": job_id, "c_attempts": chunk.attempts})
     session.commit()
     return Claim(
         chunk_id=chunk_id,
@@ -189,20 +203,59 @@ def release_claim(session: Session, claim: Claim) -> bool:
     return won == 1
 
 
+_SEGMENTS = Segment.__table__
+_IN_CHUNK = (
+    _SEGMENTS.c.job_id == bindparam("s_job"),
+    _SEGMENTS.c.idx >= bindparam("s_first"),
+    _SEGMENTS.c.idx < bindparam("s_end"),
+)
+_PENDING = (
+    select(_SEGMENTS.c.idx, _SEGMENTS.c.source)
+    .where(*_IN_CHUNK, _SEGMENTS.c.target.is_(None), _SEGMENTS.c.error_code.is_(None))
+    .order_by(_SEGMENTS.c.idx)
+)
+_COUNTS = (
+    select(_SEGMENTS.c.origin, func.count())
+    .where(*_IN_CHUNK, _SEGMENTS.c.target.is_not(None) | _SEGMENTS.c.error_code.is_not(None))
+    .group_by(_SEGMENTS.c.origin)
+)
+
+
+def _in_chunk(claim: Claim) -> dict:
+    return {"s_job": claim.job_id, "s_first": claim.first, "s_end": claim.end}
+
+
 def pending_segments(session: Session, claim: Claim) -> list[tuple[int, str]]:
     """Return (index, source) of the chunk's segments not translated yet (resume point)."""
-    rows = session.execute(
-        select(Segment.idx, Segment.source)
-        .where(
-            Segment.job_id == claim.job_id,
-            Segment.idx >= claim.first,
-            Segment.idx < claim.end,
-            Segment.target.is_(None),
-            Segment.error_code.is_(None),
-        )
-        .order_by(Segment.idx)
-    )
-    return [(idx, source) for idx, source in rows]
+    return [(idx, source) for idx, source in session.execute(_PENDING, _in_chunk(claim))]
+
+
+_OWNED = (
+    _CHUNKS.c.id == bindparam("o_chunk"),
+    _CHUNKS.c.claim_token == bindparam("o_token"),
+    _CHUNKS.c.status == Status.RUNNING.value,
+)
+_HEARTBEAT = update(_CHUNKS).where(*_OWNED).values(heartbeat_at=db_now())  # type: ignore[arg-type]
+_COUNTED: dict[str, Any] = {
+    "done": bindparam("n_done"),
+    "from_memory": bindparam("n_memory"),
+    "from_cache": bindparam("n_cache"),
+    "from_mt": bindparam("n_mt"),
+}
+_PROGRESS = (
+    update(_CHUNKS)  # type: ignore[arg-type]
+    .where(*_OWNED)
+    .values(heartbeat_at=db_now(), **_COUNTED)
+)
+_FINISH = (
+    update(_CHUNKS)  # type: ignore[arg-type]
+    .where(*_OWNED)
+    .values(status=Status.SUCCEEDED.value, finished_at=db_now(), **_COUNTED)
+)
+
+
+def _owner(claim: Claim) -> dict:
+    return {"o_chunk": claim.chunk_id, "o_token": claim.token}
 
 
 @retry_conflicts
@@ -215,21 +268,18 @@ def record_batch(
     """Write translated segments, heartbeat and progress; return False if the claim is lost.
 
     The segments are kept even when the claim is lost: they are correct translations;
-    so are the learned cache entries, stored in the same transaction.
+    so are the learned cache entries, stored in the same transaction. With nothing to
+    write it is a heartbeat alone.
     """
     lock_job(session, claim.job_id)
+    if not translations and learned is None:
+        owned = affected(session, _HEARTBEAT, _owner(claim)) == 1
+        session.commit()
+        return owned
     _write_segments(session, claim, translations, learned)
     counts = _chunk_counts(session, claim)
-    owned = (
-        affected(
-            session,
-            update(Chunk)
-            .where(*_owned(claim))
-            .values(done=counts.pop("done"), heartbeat_at=db_now(), **counts),
-        )
-        == 1
-    )
-    _refresh_job_progress(session, claim.job_id)
+    owned = affected(session, _PROGRESS, _owner(claim) | counts) == 1
+    _refresh_job_progress(session, claim, counts)
     session.commit()
     return owned
 
@@ -244,27 +294,17 @@ def _owned(claim: Claim) -> tuple:
 
 
 def _chunk_counts(session: Session, claim: Claim) -> dict[str, int]:
-    """The chunk's ended segments (`done`) and its targets per origin, in one query."""
-    rows = session.execute(
-        select(Segment.origin, func.count())
-        .where(
-            Segment.job_id == claim.job_id,
-            Segment.idx >= claim.first,
-            Segment.idx < claim.end,
-            Segment.target.is_not(None) | Segment.error_code.is_not(None),
-        )
-        .group_by(Segment.origin)
-    ).all()
-    by_origin = {origin: int(n) for origin, n in rows}
+    """The chunk's ended segments and its targets per origin, in one query, as the
+    parameters of `_COUNTED`."""
+    by_origin = {origin: int(n) for origin, n in session.execute(_COUNTS, _in_chunk(claim))}
     return {
-        "done": sum(by_origin.values()),
-        "from_memory": by_origin.get(Origin.MEMORY.value, 0),
-        "from_cache": by_origin.get(Origin.CACHE.value, 0),
-        "from_mt": by_origin.get(Origin.MT.value, 0),
+        "n_done": sum(by_origin.values()),
+        "n_memory": by_origin.get(Origin.MEMORY.value, 0),
+        "n_cache": by_origin.get(Origin.CACHE.value, 0),
+        "n_mt": by_origin.get(Origin.MT.value, 0),
     }
 
 
-_SEGMENTS = Segment.__table__
 _WRITE_SEGMENT = (
     update(_SEGMENTS)  # type: ignore[arg-type]
     .where(
@@ -300,24 +340,42 @@ def _write_segments(
         mtcache.store(session, learned.scope, learned.fingerprint, learned.entries)
 
 
-def _refresh_job_progress(session: Session, job_id: str) -> None:
-    def total(column):
-        return (
-            select(func.coalesce(func.sum(column), 0))
-            .where(Chunk.job_id == job_id)
-            .scalar_subquery()
-        )
-
-    session.execute(
-        update(Job)
-        .where(Job.id == job_id)
-        .values(
-            segments_done=total(Chunk.done),
-            segments_from_memory=total(Chunk.from_memory),
-            segments_from_cache=total(Chunk.from_cache),
-            segments_from_mt=total(Chunk.from_mt),
-        )
+def _total(column):
+    return (
+        select(func.coalesce(func.sum(column), 0))
+        .where(_CHUNKS.c.job_id == bindparam("p_job"))
+        .scalar_subquery()
     )
+
+
+_JOB_PROGRESS = (
+    update(_JOBS)  # type: ignore[arg-type]
+    .where(_JOBS.c.id == bindparam("p_job"))
+    .values(
+        segments_done=_total(_CHUNKS.c.done),
+        segments_from_memory=_total(_CHUNKS.c.from_memory),
+        segments_from_cache=_total(_CHUNKS.c.from_cache),
+        segments_from_mt=_total(_CHUNKS.c.from_mt),
+    )
+)
+_JOB_COUNTS = (
+    update(_JOBS)  # type: ignore[arg-type]
+    .where(_JOBS.c.id == bindparam("p_job"))
+    .values(
+        segments_done=bindparam("n_done"),
+        segments_from_memory=bindparam("n_memory"),
+        segments_from_cache=bindparam("n_cache"),
+        segments_from_mt=bindparam("n_mt"),
+    )
+)
+
+
+def _refresh_job_progress(session: Session, claim: Claim, counts: dict[str, int]) -> None:
+    """The job's counts: its chunks' sums, or this chunk's counts when it is the only one."""
+    if claim.chunks_total == 1:
+        session.execute(_JOB_COUNTS, {"p_job": claim.job_id} | counts)
+    else:
+        session.execute(_JOB_PROGRESS, {"p_job": claim.job_id})
 
 
 def _ended_under(session: Session, claim: Claim, status: Status) -> bool:
@@ -345,27 +403,19 @@ def finish_chunk(
     """
     lock_job(session, claim.job_id)
     _write_segments(session, claim, translations, learned)
-    counts = _chunk_counts(session, claim)
-    counts.pop("done")
-    won = affected(
-        session,
-        update(Chunk)
-        .where(*_owned(claim))
-        .values(
-            status=Status.SUCCEEDED,
-            finished_at=db_now(),
-            done=claim.end - claim.first,
-            **counts,
-        ),
-    )
+    counts = _chunk_counts(session, claim) | {"n_done": claim.end - claim.first}
+    won = affected(session, _FINISH, _owner(claim) | counts)
     if won != 1 and not _ended_under(session, claim, Status.SUCCEEDED):
         session.commit()
         return ChunkOutcome.LOST
-    _refresh_job_progress(session, claim.job_id)
-    ended = endings.end_if_done(session, claim.job_id)
-    status = session.scalar(select(Job.status).where(Job.id == claim.job_id))
+    _refresh_job_progress(session, claim, counts)
+    # the job's only chunk just succeeded under this claim: no need to count its chunks
+    only = won == 1 and claim.chunks_total == 1
+    ended = endings.end_if_done(session, claim.job_id, only_chunk_succeeded=only)
+    # a re-run after a lost answer: the first run may have ended the job already
+    status = None if won == 1 else job_status(session, claim.job_id)
     session.commit()
-    if ended == Status.SUCCEEDED or (won != 1 and status == Status.SUCCEEDED):
+    if Status.SUCCEEDED in (ended, status):
         return ChunkOutcome.JOB_SUCCEEDED
     return ChunkOutcome.CHUNK_SUCCEEDED
 

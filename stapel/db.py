@@ -131,7 +131,7 @@ def with_retry(session: Session, call: Callable[[], T]) -> T:
     return call()
 
 
-def affected(session: Session, statement: Executable) -> int:
+def affected(session: Session, statement: Executable, params: dict | None = None) -> int:
     """Run an UPDATE or DELETE and return how many rows it changed (a compare-and-set)."""
-    result = session.execute(statement)
+    result = session.execute(statement, params)
     return cast(CursorResult, result).rowcount

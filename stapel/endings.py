@@ -21,13 +21,18 @@ from stapel.tables import Chunk, Job, db_now
 log = logging.getLogger(__name__)
 
 
-def end_if_done(session: Session, job_id: str) -> Status | None:
+def end_if_done(
+    session: Session, job_id: str, *, only_chunk_succeeded: bool = False
+) -> Status | None:
     """End an active job whose chunks have all ended; return its new state, else None.
 
     All chunks succeeded: the job succeeds. Any chunk failed: the job fails with that
     chunk's error. Chunks cancelled under an active job (a state no path leaves any
-    more, but older versions could): the job fails saying so.
+    more, but older versions could): the job fails saying so. `only_chunk_succeeded`:
+    the caller just moved the job's one chunk to succeeded, so nothing needs counting.
     """
+    if only_chunk_succeeded:
+        return Status.SUCCEEDED if succeed(session, job_id) else None
     counts = dict(
         session.execute(
             select(Chunk.status, func.count()).where(Chunk.job_id == job_id).group_by(Chunk.status)

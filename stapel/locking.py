@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Concatenate, ParamSpec, TypeVar
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -85,17 +85,29 @@ def _sqlite(session: Session) -> bool:
     return session.get_bind().dialect.name == "sqlite"
 
 
-def lock_job(session: Session, job_id: str) -> str | None:
-    """Lock a job's row for this transaction; return its status (None: no such job)."""
-    if _sqlite(session):
-        session.execute(
-            update(Job).where(Job.id == job_id).values(status=Job.status),
-            execution_options={"synchronize_session": False},
-        )
-        return session.scalar(select(Job.status).where(Job.id == job_id))
-    return session.scalar(
-        select(Job.status).where(Job.id == job_id).with_for_update(key_share=True)
-    )
+_JOBS = Job.__table__
+_JOB_STATUS = select(_JOBS.c.status).where(_JOBS.c.id == bindparam("lock_job_id"))
+_LOCK_SQLITE = (
+    update(_JOBS)  # type: ignore[arg-type]
+    .where(_JOBS.c.id == bindparam("lock_job_id"))
+    .values(status=_JOBS.c.status)
+)
+_LOCK_POSTGRES = select(_JOBS.c.id).where(_JOBS.c.id == bindparam("lock_job_id"))
+_LOCK_POSTGRES = _LOCK_POSTGRES.with_for_update(key_share=True)
+
+
+def lock_job(session: Session, job_id: str) -> None:
+    """Lock a job's row for this transaction (a job that does not exist locks nothing).
+
+    The statements are built once (this runs at least twice per chunk a worker takes).
+    """
+    statement = _LOCK_SQLITE if _sqlite(session) else _LOCK_POSTGRES
+    session.execute(statement, {"lock_job_id": job_id})
+
+
+def job_status(session: Session, job_id: str) -> str | None:
+    """Return a job's status (None: no such job); after `lock_job`, the locked one."""
+    return session.scalar(_JOB_STATUS, {"lock_job_id": job_id})
 
 
 def lock_jobs_for_delete(session: Session, job_ids: Collection[str]) -> None:

@@ -23,19 +23,16 @@ import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from sqlalchemy import delete, select
+from sqlalchemy import Float, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from stapel.tables import CacheEntry, db_now
+from stapel.tables import CacheEntry, DbNow, db_now
 
 log = logging.getLogger(__name__)
 
 SHARED_SCOPE = "*"
 """The scope of every entry when the cache is shared across tenants."""
-
-STORE_BATCH = 500
-"""Entries per upsert statement (4 bound parameters each)."""
 
 LOOKUP_BATCH = 900
 """Keys per lookup statement (SQLite's default limit is 999 bound parameters)."""
@@ -76,6 +73,33 @@ def scope(tenant_id: str, shared: bool) -> str:
     return SHARED_SCOPE if shared else tenant_id
 
 
+_ENTRIES = CacheEntry.__table__
+_LOOKUP = select(_ENTRIES.c.key, _ENTRIES.c.target).where(
+    _ENTRIES.c.scope == bindparam("m_scope"),
+    _ENTRIES.c.fingerprint == bindparam("m_fp"),
+    _ENTRIES.c.key.in_(bindparam("m_keys", expanding=True)),
+    _ENTRIES.c.created_at > DbNow(bindparam("m_age", type_=Float())),
+)
+
+
+def _upsert(make):
+    statement = make(_ENTRIES).values(
+        scope=bindparam("m_scope"),
+        fingerprint=bindparam("m_fp"),
+        key=bindparam("m_key"),
+        target=bindparam("m_target"),
+        created_at=db_now(),
+    )
+    return statement.on_conflict_do_update(
+        index_elements=["scope", "fingerprint", "key"],
+        set_={"target": statement.excluded.target, "created_at": statement.excluded.created_at},
+    )
+
+
+_UPSERTS = {"postgresql": _upsert(postgresql.insert), "sqlite": _upsert(sqlite.insert)}
+"""One upsert per dialect, built once and run for many rows (executemany)."""
+
+
 def lookup(
     session: Session, scope_: str, fp: str, keys: Iterable[str], ttl_s: float
 ) -> dict[str, str]:
@@ -83,14 +107,8 @@ def lookup(
     wanted = sorted(set(keys))
     found: dict[str, str] = {}
     for start in range(0, len(wanted), LOOKUP_BATCH):
-        rows = session.execute(
-            select(CacheEntry.key, CacheEntry.target).where(
-                CacheEntry.scope == scope_,
-                CacheEntry.fingerprint == fp,
-                CacheEntry.key.in_(wanted[start : start + LOOKUP_BATCH]),
-                CacheEntry.created_at > db_now(-ttl_s),
-            )
-        )
+        params = {"m_scope": scope_, "m_fp": fp, "m_age": -float(ttl_s)}
+        rows = session.execute(_LOOKUP, params | {"m_keys": wanted[start : start + LOOKUP_BATCH]})
         found.update((key, target) for key, target in rows)
     return found
 
@@ -99,22 +117,11 @@ def store(session: Session, scope_: str, fp: str, learned: dict[str, str]) -> No
     """Upsert key -> target entries (in the caller's transaction; it commits)."""
     if not learned:
         return
-    dialect = session.get_bind().dialect.name
-    make = postgresql.insert if dialect == "postgresql" else sqlite.insert
     rows = [
-        {"scope": scope_, "fingerprint": fp, "key": k, "target": t, "created_at": db_now()}
+        {"m_scope": scope_, "m_fp": fp, "m_key": k, "m_target": t}
         for k, t in sorted(learned.items())  # one order: concurrent upserts never deadlock
     ]
-    for start in range(0, len(rows), STORE_BATCH):
-        statement = make(CacheEntry).values(rows[start : start + STORE_BATCH])
-        statement = statement.on_conflict_do_update(
-            index_elements=["scope", "fingerprint", "key"],
-            set_={
-                "target": statement.excluded.target,
-                "created_at": statement.excluded.created_at,
-            },
-        )
-        session.execute(statement)
+    session.execute(_UPSERTS[session.get_bind().dialect.name], rows)
 
 
 def purge(session: Session, scope_: str) -> int:

@@ -139,6 +139,12 @@ class Settings:
     callback_max_response_bytes: int = setting("STAPEL_CALLBACK_MAX_RESPONSE_BYTES", 64 * 1024)
     callback_tenant_in_flight: int = setting("STAPEL_CALLBACK_TENANT_IN_FLIGHT", 4)
 
+    @property
+    def beat_s(self) -> float:
+        """A chunk's longest silence between heartbeats: the period, and at least three a
+        timeout (a short timeout in tests must not see a healthy chunk as stalled)."""
+        return min(self.heartbeat_s, self.heartbeat_timeout_s / 3)
+
     def __post_init__(self) -> None:
         hosts = tuple(h.lower() for h in self.callback_allow_hosts)
         object.__setattr__(self, "callback_allow_hosts", hosts)

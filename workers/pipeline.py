@@ -174,7 +174,7 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     # a model that takes long to load must not cost this chunk its claim: heartbeat meanwhile
     if not cached and not current.engine.wait_loaded(
         claim.pair,
-        min(settings.heartbeat_s, settings.heartbeat_timeout_s / 3),
+        settings.beat_s,
         lambda: with_retry(session, lambda: record_batch(session, claim, [])),
     ):
         return _stopped(claim)
@@ -194,18 +194,15 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         known=lookups.known if lookups.on else None,
     )
     try:
-        recalled = [(i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())]
+        recalled: list[Written] = [
+            (i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())
+        ]
         recalled += [(i, t, Origin.CACHE.value, fp) for i, t in sorted(whole.items())]
-        if recalled and rest:
-            if not with_retry(session, lambda: record_batch(session, claim, recalled)):
-                return _stopped(claim)
-            recalled = []
-        last, failed = _write_parts(current, session, claim, batches, len(rest), lookups)
+        last, failed = _write_parts(current, session, claim, batches, len(rest), lookups, recalled)
     finally:
         batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
     if last is None:
         return _stopped(claim)
-    last = recalled + last
     write_started = time.monotonic()
     # one transaction: the chunk's end and, with the last chunk, the job's (retry-safe)
     learned = lookups.learned(batches)
@@ -344,6 +341,11 @@ class _Lookups:
         ]
 
 
+WRITE_EVERY = 64
+"""Translated segments a chunk holds back before it writes them before its end: a small
+chunk is written once, with its finish; a large one every batch or so (its progress)."""
+
+
 def _write_parts(
     current: WorkerState,
     session: Session,
@@ -351,15 +353,19 @@ def _write_parts(
     batches: Submission,
     left: int,
     lookups: _Lookups,
+    held: list[Written],
 ) -> tuple[list[Written] | None, int]:
-    """Write each translated part as it comes, with a heartbeat; keep the last one back.
+    """Write the translated parts as they come, with a heartbeat; keep the last ones back.
 
-    Returns (the last part, to be written with the chunk's finish, and how many segments
-    failed alone), or (None, ...) when the claim was lost or the work withdrawn.
+    Parts are held until WRITE_EVERY segments wait or half the heartbeat period has passed
+    since the last write (a quiet tick writes the heartbeat alone). Returns (what is left
+    to write with the chunk's finish, how many segments failed alone), or (None, ...)
+    when the claim was lost or the work withdrawn.
     """
     settings, failed = current.settings, 0
     if left == 0:
-        return [], failed
+        return held, failed
+    written_at = time.monotonic()
     for part in batches:
         # A quiet tick heartbeats only while the model's batcher is getting through
         # work: a hung translation must stop the heartbeats so the watchdog acts.
@@ -372,16 +378,19 @@ def _write_parts(
             with_retry(session, lambda f=failures: record_failures(session, claim, f))
         if texts:
             metrics.observe_segments(settings.pool, claim.pair, len(texts))
-        written = lookups.provenance(batches, texts)
+        held = held + lookups.provenance(batches, texts)
         if left == 0:
-            return written, failed
+            return held, failed
+        if len(held) < WRITE_EVERY and time.monotonic() - written_at < settings.beat_s / 2:
+            continue
         write_started = time.monotonic()
         learned = lookups.learned(batches)
-        owned = with_retry(session, lambda w=written, n=learned: record_batch(session, claim, w, n))
+        owned = with_retry(session, lambda w=held, n=learned: record_batch(session, claim, w, n))
         metrics.observe_stage("write", time.monotonic() - write_started)
+        held, written_at = [], time.monotonic()
         if not owned:
             return None, failed
-    return (None if left > 0 else [], failed)  # left > 0: withdrawn (a cancel announced)
+    return (None if left > 0 else held, failed)  # left > 0: withdrawn (a cancel announced)
 
 
 def _split_results(
