@@ -42,6 +42,7 @@ from bench.throughput import (
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from training.random_model import pseudo_corpus
+from workers.engine import pick_parallel
 
 REPEAT_SHARE = 1 / 3
 """The share of segments that repeat a segment seen earlier in the corpus."""
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
         stack.start_web()
         port = free_port()
         stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(port)})
-        probe = WorkerProbe(f"http://127.0.0.1:{port}/metrics", stack)
+        parallel = pick_parallel(args.device, args.threads, args.parallel_batches)[0]
+        probe = WorkerProbe(f"http://127.0.0.1:{port}/metrics", stack, parallel)
         with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
             key = create_key(session, "bench")[1]
         client = Client(stack, key)

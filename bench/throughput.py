@@ -29,7 +29,7 @@ import sentencepiece as spm
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
-from bench.stack import Stack, cpu_seconds, free_port, rss_peak_kib, wait
+from bench.stack import Stack, cpu_seconds, free_port, rss_peak_kib, thread_cpu_seconds, wait
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from training.random_model import build_base, pseudo_corpus
@@ -177,10 +177,16 @@ class Client:
 
 class WorkerProbe:
     """Reads the worker's Prometheus exporter (batches, batched segments, translate time)
-    and the CPU time of every process of the stack and of this client."""
+    and the CPU time of every process of the stack and of this client.
 
-    def __init__(self, url: str, stack: Stack) -> None:
-        self.url, self.stack = url, stack
+    The worker's CPU is split by thread: its `translators` busiest threads in a row are
+    CTranslate2's parallel translators (each runs one batch at a time, at 40-100% of a
+    core, where a task thread uses well under 1%); the rest is the worker's own
+    bookkeeping (tasks, claims, writes, the broker). What nobody used is `idle`.
+    """
+
+    def __init__(self, url: str, stack: Stack, translators: int = 1) -> None:
+        self.url, self.stack, self.translators = url, stack, translators
 
     def read(self) -> dict:
         totals = {"batches": 0.0, "batched_segments": 0.0, "translate_s": 0.0}
@@ -200,14 +206,23 @@ class WorkerProbe:
 
     def during(self, run, *args) -> dict:
         """Run run(*args); add the mean batch size and the translator's busy share."""
-        before, cpu_before = self.read(), self.cpu()
+        worker = self.stack.pids("cpu")[0]
+        before, cpu_before, threads = self.read(), self.cpu(), thread_cpu_seconds(worker)
         row = run(*args)
         after, cpu_after = self.read(), self.cpu()
+        spent = sorted(
+            (used - threads.get(tid, 0.0) for tid, used in thread_cpu_seconds(worker).items()),
+            reverse=True,
+        )
         delta = {k: after[k] - before[k] for k in before}
         row["batches"] = int(delta["batches"])
         row["mean_batch_segments"] = delta["batched_segments"] / max(delta["batches"], 1)
         row["translator_busy"] = delta["translate_s"] / row["seconds"]
         row["cpu_s"] = {k: round(cpu_after[k] - cpu_before.get(k, 0.0), 2) for k in cpu_after}
+        row["cpu_s"]["worker_translators"] = round(sum(spent[: self.translators]), 2)
+        row["cpu_s"]["worker_other"] = round(sum(spent[self.translators :]), 2)
+        used = sum(v for k, v in row["cpu_s"].items() if not k.startswith("worker_"))
+        row["cpu_s"]["idle"] = round(max(0.0, (os.cpu_count() or 1) * row["seconds"] - used), 2)
         return row
 
     def cpu(self) -> dict[str, float]:
@@ -387,7 +402,9 @@ def main(argv: list[str] | None = None) -> None:
         stack.start_web()
         metrics_port = free_port()
         stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(metrics_port)})
-        probe = WorkerProbe(f"http://127.0.0.1:{metrics_port}/metrics", stack)
+        probe = WorkerProbe(
+            f"http://127.0.0.1:{metrics_port}/metrics", stack, results["parallel_batches"]
+        )
         with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
             key = create_key(session, "bench")[1]
         client = Client(stack, key)

@@ -113,7 +113,7 @@ class Settings:
     max_loaded_models: int = setting("STAPEL_MAX_LOADED_MODELS", 2)
     preload: tuple[str, ...] = setting("STAPEL_PRELOAD", ())
     batch_tokens: int = setting("STAPEL_BATCH_TOKENS", 4096)
-    batch_memory_tokens: int = setting("STAPEL_BATCH_MEMORY_TOKENS", 24576)
+    batch_memory_tokens: int = setting("STAPEL_BATCH_MEMORY_TOKENS", 6144)
     batch_wait_ms: float = setting("STAPEL_BATCH_WAIT_MS", 50.0)
     worker_segments: int = setting("STAPEL_WORKER_SEGMENTS", 4000)
     defer_s: float = setting("STAPEL_DEFER_S", 2.0)

@@ -78,6 +78,11 @@ MIN_SHARE_DIV = 8
 1/MIN_SHARE_DIV of the token budget: tiny batches cost nearly a full batch's time."""
 
 
+EXPECTED_OUTPUT = (2, 16)
+"""A source of n tokens is expected to translate into at most 2n + 16 tokens (the batch
+memory bound counts that, within the model's minimum and maximum decoding lengths)."""
+
+
 @dataclass
 class BatchStats:
     """Counters a batcher keeps (for logs and metrics)."""
@@ -123,8 +128,9 @@ class Batcher:
         """The model's fingerprint (stapel.mtcache.fingerprint): what keys its cache."""
         self.budget, self.wait_s = budget, wait_s
         self.memory_tokens = memory_tokens
-        """Rows x (longest source + output length) a batch may reach (0: no bound)."""
+        """Rows x (longest source + expected output) a batch may reach (0: no bound)."""
         self.out_tokens = max(int(options.get("max_decoding_length") or 0), 1)
+        self.min_out_tokens = int(options.get("min_decoding_length") or 0)
         self.options = options
         self.suffix = list(suffix)
         self.name = name
@@ -375,10 +381,15 @@ class Batcher:
         A translator's working memory grows with rows x (source + output) tokens (the
         decoder keeps every step's keys and values for every row), so at a long output
         length a batch of short sources is what costs gigabytes, not its source tokens.
+        The output counted is the expected one (EXPECTED_OUTPUT: a translation is rarely
+        more than twice its source), within the decoding lengths: bounding by the
+        maximum length alone would cut every batch of an ordinary model to a fifth.
         """
         if not self.memory_tokens:
             return 1 << 30
-        return max(self.memory_tokens // (size + self.out_tokens), 1)
+        ratio, margin = EXPECTED_OUTPUT
+        out = min(self.out_tokens, max(self.min_out_tokens, ratio * size + margin))
+        return max(self.memory_tokens // (size + out), 1)
 
     def _fill(self, batch: list[Item], lanes: list[deque[Item]], budget: int) -> None:
         """Add lower-priority segments, in priority then arrival order, while they fit."""

@@ -266,6 +266,28 @@ def test_memory_bound_cuts_rows_by_source_plus_output_and_keeps_the_output(model
     assert batcher.stats.segments == len(texts)
 
 
+@pytest.mark.parametrize(
+    ("max_len", "min_len", "size", "rows"),
+    [
+        (256, 0, 10, 1000 // (10 + 36)),  # an ordinary model: twice the source + 16
+        (256, 0, 200, 1000 // (200 + 256)),  # never more than the maximum length
+        (256, 256, 10, 1000 // (10 + 256)),  # a minimum length is decoded whatever
+        (12, 0, 10, 1000 // (10 + 12)),
+        (256, 0, 2000, 1),  # one row however long
+    ],
+)
+def test_memory_bound_counts_the_expected_output_within_the_decoding_lengths(
+    model_root, max_len, min_len, size, rows
+):
+    engine = Engine(
+        model_root,
+        max_decoding_length=max_len,
+        min_decoding_length=min_len,
+        batch_memory_tokens=1000,
+    )
+    assert engine.model("en-de").batcher._rows(size) == rows
+
+
 def test_identical_pieces_in_flight_are_translated_once_for_every_request(model_root):
     """Dedup in flight: across requests (jobs) and within one, each gets its own result."""
     batcher, recording, _width = recording_batcher(model_root, lambda w: 10_000)
