@@ -11,7 +11,10 @@ from stapel.keys import create_key
 def test_a_refund_goes_to_the_day_the_segments_were_counted_on(app, monkeypatch):
     """An idempotent replay (found by the insert's constraint) is refunded, across midnight."""
     ext = app.extensions["stapel"]
-    before_midnight = datetime(2026, 12, 1, 23, 59, 59, 900_000, tzinfo=timezone.utc)
+    # the coming midnight, not a fixed date: a day counter expires a day after its day
+    # ends, and one of a past date is gone before the test reads it
+    midnight = quotas.next_reset(datetime.now(timezone.utc))
+    before_midnight = midnight - timedelta(milliseconds=100)
     clock = iter([before_midnight, before_midnight + timedelta(seconds=1)])
     for module in (submit, quotas):  # whoever reads the clock, it moves past midnight
         monkeypatch.setattr(module, "utcnow", lambda: next(clock), raising=False)
