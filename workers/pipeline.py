@@ -341,9 +341,11 @@ class _Lookups:
         ]
 
 
-WRITE_EVERY = 64
-"""Translated segments a chunk holds back before it writes them before its end: a small
-chunk is written once, with its finish; a large one every batch or so (its progress)."""
+HOLD_UP_TO = 64
+"""A chunk with at most this many segments to translate writes them once, with its finish
+(or earlier, when half the heartbeat period passes first); a larger chunk writes each part
+as it comes: its progress, and a lost claim noticed within a batch (the watchdog's resend
+must not find its pieces still waiting)."""
 
 
 def _write_parts(
@@ -357,14 +359,15 @@ def _write_parts(
 ) -> tuple[list[Written] | None, int]:
     """Write the translated parts as they come, with a heartbeat; keep the last ones back.
 
-    Parts are held until WRITE_EVERY segments wait or half the heartbeat period has passed
-    since the last write (a quiet tick writes the heartbeat alone). Returns (what is left
-    to write with the chunk's finish, how many segments failed alone), or (None, ...)
-    when the claim was lost or the work withdrawn.
+    A small chunk (HOLD_UP_TO) holds its parts until its end or until half the heartbeat
+    period has passed since the last write (a quiet tick writes the heartbeat alone).
+    Returns (what is left to write with the chunk's finish, how many segments failed
+    alone), or (None, ...) when the claim was lost or the work withdrawn.
     """
     settings, failed = current.settings, 0
     if left == 0:
         return held, failed
+    small = left + len(held) <= HOLD_UP_TO
     written_at = time.monotonic()
     for part in batches:
         # A quiet tick heartbeats only while the model's batcher is getting through
@@ -381,7 +384,7 @@ def _write_parts(
         held = held + lookups.provenance(batches, texts)
         if left == 0:
             return held, failed
-        if len(held) < WRITE_EVERY and time.monotonic() - written_at < settings.beat_s / 2:
+        if small and time.monotonic() - written_at < settings.beat_s / 2:
             continue
         write_started = time.monotonic()
         learned = lookups.learned(batches)
