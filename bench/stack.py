@@ -50,25 +50,27 @@ def rss_peak_kib(pid: int) -> int:
     return 0
 
 
+def _stat_cpu_seconds(stat: Path) -> float | None:
+    """Return user + system CPU seconds from a /proc stat file (None if it is gone)."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     """Return the CPU time (user + system, all threads) a process has used so far."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/stat")) or 0.0
 
 
 def thread_cpu_seconds(pid: int) -> dict[int, float]:
     """Return the CPU time (user + system) each thread of a process has used so far."""
-    used = {}
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        used[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return used
+    used = {
+        int(task.name): _stat_cpu_seconds(task / "stat")
+        for task in Path(f"/proc/{pid}/task").glob("*")
+    }
+    return {tid: seconds for tid, seconds in used.items() if seconds is not None}  # gone: out
 
 
 def children(pid: int) -> list[int]:

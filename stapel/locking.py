@@ -92,8 +92,9 @@ _LOCK_SQLITE = (
     .where(_JOBS.c.id == bindparam("lock_job_id"))
     .values(status=_JOBS.c.status)
 )
-_LOCK_POSTGRES = select(_JOBS.c.id).where(_JOBS.c.id == bindparam("lock_job_id"))
-_LOCK_POSTGRES = _LOCK_POSTGRES.with_for_update(key_share=True)
+_LOCK_POSTGRES = (
+    select(_JOBS.c.id).where(_JOBS.c.id == bindparam("lock_job_id")).with_for_update(key_share=True)
+)
 
 
 def lock_job(session: Session, job_id: str) -> None:

@@ -106,8 +106,8 @@ def lookup(
     """Return key -> target for the keys cached in scope for fp and not expired."""
     wanted = sorted(set(keys))
     found: dict[str, str] = {}
+    params = {"m_scope": scope_, "m_fp": fp, "m_age": -float(ttl_s)}
     for start in range(0, len(wanted), LOOKUP_BATCH):
-        params = {"m_scope": scope_, "m_fp": fp, "m_age": -float(ttl_s)}
         rows = session.execute(_LOOKUP, params | {"m_keys": wanted[start : start + LOOKUP_BATCH]})
         found.update((key, target) for key, target in rows)
     return found
