@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import redis
-from sqlalchemy import func, select
+from sqlalchemy import Integer, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from stapel.exceptions import StapelError
@@ -79,16 +79,24 @@ def next_reset(now: datetime) -> datetime:
     return day + timedelta(days=1)
 
 
-def in_flight(session: Session, tenant_id: str) -> int:
-    """Return how many of the tenant's jobs are queued or running."""
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(Job)
-            .where(Job.tenant_id == tenant_id, Job.status.in_(ACTIVE))
-        )
-        or 0
-    )
+_ACTIVE_IDS = select(Job.id).where(Job.tenant_id == bindparam("tenant"), Job.status.in_(ACTIVE))
+_IN_FLIGHT = select(func.count()).select_from(_ACTIVE_IDS.subquery())
+_IN_FLIGHT_UP_TO = select(func.count()).select_from(
+    _ACTIVE_IDS.limit(bindparam("cap", type_=Integer)).subquery()
+)
+
+
+def in_flight(session: Session, tenant_id: str, up_to: int | None = None) -> int:
+    """Return how many of the tenant's jobs are queued or running (at most `up_to`).
+
+    With `up_to` the count reads no more than that many index entries, so a submission's
+    admission does not grow with a tenant's jobs in flight.
+    """
+    if up_to is None:
+        return session.scalar(_IN_FLIGHT, {"tenant": tenant_id}) or 0
+    if up_to <= 0:
+        return 0
+    return session.scalar(_IN_FLIGHT_UP_TO, {"tenant": tenant_id, "cap": up_to}) or 0
 
 
 def usage(
@@ -184,6 +192,7 @@ def admit(
     *,
     segments_limit: int,
     jobs_limit: int,
+    count_up_to: int = 0,
     now: datetime | None = None,
 ) -> Iterator[Admission]:
     """Reserve quota for a job of `segments` while the block stores it.
@@ -197,6 +206,11 @@ def admit(
     counts again, so it is not refused for a job that was then not stored. The
     reservation is given back if the block raises; call `refund` with the admission
     when the block stored no new job.
+
+    The admission's `in_flight` is exact up to the jobs limit or `count_up_to`,
+    whichever is higher (fair share needs no more than its steps to priority 0), and
+    may be lower above it: the count stops there, so it costs no more with thousands of
+    jobs in flight than with a few.
     """
     now = now or utcnow()
     key, reset = day_key(tenant_id, now), next_reset(now)
@@ -224,7 +238,9 @@ def admit(
         )
     member = f"{now_ms}:{seq}"
     try:
-        flying = _count_in_flight(client, session, tenant_id, int(seq), int(before), jobs_limit)
+        flying = _count_in_flight(
+            client, session, tenant_id, int(seq), int(before), jobs_limit, count_up_to
+        )
         yield Admission(flying, key)
     except BaseException:
         client.decrby(key, segments)
@@ -234,12 +250,20 @@ def admit(
 
 
 def _count_in_flight(
-    client: redis.Redis, session: Session, tenant_id: str, seq: int, before: int, limit: int
+    client: redis.Redis,
+    session: Session,
+    tenant_id: str,
+    seq: int,
+    before: int,
+    limit: int,
+    count_up_to: int,
 ) -> int:
     """Return the tenant's jobs in flight ahead of this submission; raise at the limit."""
     deadline = time.monotonic() + RECHECK_WAIT_S
     while True:
-        flying = in_flight(session, tenant_id) + before
+        # at the limit the count need go no further: limit - before rows decide it
+        up_to = max(limit - before, count_up_to) if limit else count_up_to
+        flying = in_flight(session, tenant_id, up_to) + before
         if not limit or flying < limit:
             return flying
         if not before or time.monotonic() > deadline:

@@ -72,6 +72,7 @@ def submit(
             spec.segments_total,
             segments_limit=settings.quota_segments_per_day,
             jobs_limit=settings.quota_jobs_in_flight,
+            count_up_to=spec.priority * settings.fair_share_step if fair_share else 0,
         ) as admission:
             priority = spec.priority
             if fair_share:

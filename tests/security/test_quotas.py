@@ -177,3 +177,32 @@ def test_a_replay_refused_by_a_quota_still_gets_its_job(make_app):
     again = client.post("/v1/jobs", headers=headers, json=job_body())
     assert again.status_code == 200 and again.get_json()["id"] == first.get_json()["id"]
     assert client.get("/v1/usage", headers=acme).get_json()["jobs_in_flight"] == 1
+
+
+def test_the_admission_counts_only_as_far_as_its_limit_and_fair_share_need(
+    make_app, session, redis_client
+):
+    app = make_app(quota_jobs_in_flight=0, fair_share_step=2)
+    client, acme = app.test_client(), key_for(app, "acme")
+    for n in range(12):
+        assert client.post("/v1/jobs", headers=acme, json=job_body([f"a{n}"])).status_code == 202
+    tenant = get_or_create_tenant(session, "acme").id
+    assert quotas.in_flight(session, tenant) == 12
+    assert quotas.in_flight(session, tenant, up_to=5) == 5
+    assert quotas.in_flight(session, tenant, up_to=0) == 0
+    with quotas.admit(
+        redis_client, session, tenant, 1, segments_limit=0, jobs_limit=20, count_up_to=3
+    ) as admission:
+        assert admission.in_flight == 12, "exact below the jobs limit"
+    with pytest.raises(quotas.QuotaExceeded, match=r"\(8 in flight\)"):
+        with quotas.admit(redis_client, session, tenant, 1, segments_limit=0, jobs_limit=8):
+            pass
+    with quotas.admit(
+        redis_client, session, tenant, 1, segments_limit=0, jobs_limit=0, count_up_to=10
+    ) as admission:
+        assert admission.in_flight == 10, "counted to what fair share needs"
+    # priority 5 at a step of 2 reaches 0 after 10 jobs: the 12 in flight sink it to 0
+    late = client.post("/v1/jobs", headers=acme, json=job_body(["late"], priority=5))
+    assert late.status_code == 202
+    order = _dispatch_order(redis_client, session)
+    assert order[-1] == late.get_json()["id"], "the flooding tenant's new job goes last"
