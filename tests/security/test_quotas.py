@@ -194,9 +194,9 @@ def test_the_admission_counts_only_as_far_as_its_limit_and_fair_share_need(
         redis_client, session, tenant, 1, segments_limit=0, jobs_limit=20, count_up_to=3
     ) as admission:
         assert admission.in_flight == 12, "exact below the jobs limit"
-    with pytest.raises(quotas.QuotaExceeded, match=r"\(8 in flight\)"):
-        with quotas.admit(redis_client, session, tenant, 1, segments_limit=0, jobs_limit=8):
-            pass
+    refused = quotas.admit(redis_client, session, tenant, 1, segments_limit=0, jobs_limit=8)
+    with pytest.raises(quotas.QuotaExceeded, match=r"\(8 in flight\)"), refused:
+        pass
     with quotas.admit(
         redis_client, session, tenant, 1, segments_limit=0, jobs_limit=0, count_up_to=10
     ) as admission:
