@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import inspect, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, make_transient_to_detached
 
 from stapel.callbacks import on_final
 from stapel.db import affected
@@ -30,6 +30,15 @@ log = logging.getLogger(__name__)
 
 INSERT_BATCH = 5000
 """Segments inserted per statement when a job is created."""
+
+# A new job's rows are written with Core inserts on the tables (no unit of work): the
+# ORM's flush and bulk paths cost more than the statements themselves on a small job.
+_INSERT_JOB = insert(Job.__table__)
+_INSERT_DOCUMENTS = insert(Document.__table__)
+_INSERT_SEGMENTS = insert(Segment.__table__)
+_INSERT_FILE = insert(DocumentFile.__table__)
+_INSERT_CHUNKS = insert(Chunk.__table__)
+_JOB_COLUMNS = [(prop.key, prop.columns[0]) for prop in inspect(Job).column_attrs]
 
 
 @dataclass
@@ -189,9 +198,8 @@ def store_job(
         job.segments_done, job.segments_from_cache = total, answered.from_cache()
         job.callback_status = CallbackStatus.PENDING.value if spec.callback_url else None
         job.callback_next_at, job.callback_attempts = now, 0
-    session.add(job)
     try:
-        session.flush()
+        _insert_job(session, job)
     except IntegrityError:
         session.rollback()
         existing = by_idempotency_key(session, tenant_id, spec.idempotency_key or "")
@@ -202,7 +210,7 @@ def store_job(
     chunk_ids = [new_id() for _ in bounds]
     task_ids = {} if answered else {chunk_id: new_id() for chunk_id in chunk_ids}
     session.execute(
-        insert(Chunk),
+        _INSERT_CHUNKS,
         [
             {
                 "id": chunk_ids[i],
@@ -234,6 +242,23 @@ def store_job(
         return StoredJob(job, True)
     sizes = [end - start for start, end in bounds]
     return StoredJob(job, True, list(zip(chunk_ids, sizes, strict=True)), task_ids)
+
+
+def _insert_job(session: Session, job: Job) -> None:
+    """Insert a new Job object's row, then attach the object as the stored row.
+
+    Every column the object was not given takes its column's default, on the object as
+    in the row, so reading any attribute afterwards costs no query.
+    """
+    values = {}
+    for attr, column in _JOB_COLUMNS:
+        if attr not in job.__dict__:
+            default = column.default
+            setattr(job, attr, default.arg if default is not None and default.is_scalar else None)
+        values[column.key] = getattr(job, attr)
+    session.execute(_INSERT_JOB, values)
+    make_transient_to_detached(job)
+    session.add(job)
 
 
 def _chunk_state(answered: Answered | None, start: int, end: int, now: datetime) -> dict:
@@ -276,15 +301,15 @@ def _insert_documents(
             seg_rows.append(row)
             index += 1
             if len(seg_rows) >= INSERT_BATCH:
-                session.execute(insert(Segment), seg_rows)
+                session.execute(_INSERT_SEGMENTS, seg_rows)
                 seg_rows = []
     if seg_rows:
-        session.execute(insert(Segment), seg_rows)
-    session.execute(insert(Document), doc_rows)
+        session.execute(_INSERT_SEGMENTS, seg_rows)
+    session.execute(_INSERT_DOCUMENTS, doc_rows)
     for d, doc in enumerate(documents):
         if doc.original is not None:  # one at a time: each may be megabytes
             session.execute(
-                insert(DocumentFile),
+                _INSERT_FILE,
                 {
                     "job_id": job_id,
                     "idx": d,

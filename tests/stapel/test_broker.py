@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from stapel.broker import broker_priority, send_chunk, waiting_task_ids
+from stapel.broker import TRANSLATE_TASK, broker_priority, send_chunk, waiting_task_ids
 from stapel.dispatch import ChunkMessage
 
 
@@ -31,3 +31,34 @@ def test_delivered_messages_do_not_count(redis_client):
 
 def test_priority_mapping_puts_urgent_first():
     assert broker_priority(9) == 0 and broker_priority(0) == 9
+
+
+def _without_tag(raw: bytes) -> dict:
+    message = json.loads(raw)
+    assert message["properties"].pop("delivery_tag")
+    return message
+
+
+def test_a_chunk_message_is_exactly_what_celery_would_send(app, redis_client):
+    """send_chunk pushes the message itself; a worker must not be able to tell."""
+    celery = app.extensions["stapel"].celery
+    for priority, queue, interactive in (
+        (5, "cpu", False),
+        (9, "gpu.en-de", False),
+        (10, "cpu", True),
+    ):
+        chunk = ChunkMessage("c1", "j", "cpu", priority, queue, 3)
+        assert send_chunk(celery, chunk, "t-ours")
+        kwargs = {"segments": 3} | ({"interactive": True} if interactive else {})
+        celery.send_task(
+            TRANSLATE_TASK,
+            args=["c1"],
+            kwargs=kwargs,
+            queue=queue,
+            priority=broker_priority(priority),
+            task_id="t-ours",
+        )
+        key = queue if priority == 9 or priority == 10 else f"{queue}:{broker_priority(priority)}"
+        theirs, ours = redis_client.lpop(key), redis_client.lpop(key)
+        assert redis_client.llen(key) == 0, key
+        assert _without_tag(ours) == _without_tag(theirs)
