@@ -13,8 +13,9 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import insert, inspect, select, update
+from sqlalchemy import Table, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 
@@ -33,11 +34,11 @@ INSERT_BATCH = 5000
 
 # A new job's rows are written with Core inserts on the tables (no unit of work): the
 # ORM's flush and bulk paths cost more than the statements themselves on a small job.
-_INSERT_JOB = insert(Job.__table__)
-_INSERT_DOCUMENTS = insert(Document.__table__)
-_INSERT_SEGMENTS = insert(Segment.__table__)
-_INSERT_FILE = insert(DocumentFile.__table__)
-_INSERT_CHUNKS = insert(Chunk.__table__)
+_INSERT_JOB = insert(cast(Table, Job.__table__))
+_INSERT_DOCUMENTS = insert(cast(Table, Document.__table__))
+_INSERT_SEGMENTS = insert(cast(Table, Segment.__table__))
+_INSERT_FILE = insert(cast(Table, DocumentFile.__table__))
+_INSERT_CHUNKS = insert(cast(Table, Chunk.__table__))
 _JOB_COLUMNS = [(prop.key, prop.columns[0]) for prop in inspect(Job).column_attrs]
 
 
