@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Table, insert, inspect, select, update
+from sqlalchemy import Table, bindparam, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 
@@ -321,9 +321,12 @@ def _insert_documents(
             )
 
 
+_TENANT_JOB = select(Job).where(Job.id == bindparam("job"), Job.tenant_id == bindparam("tenant"))
+
+
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
     """Return the tenant's job, or raise NotFound (also for another tenant's job)."""
-    job = session.scalar(select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id))
+    job = session.scalar(_TENANT_JOB, {"job": job_id, "tenant": tenant_id})
     if job is None:
         raise NotFound(f"no job with id {job_id!r}")
     return job

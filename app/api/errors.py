@@ -8,10 +8,10 @@ import socket
 
 import redis
 from flask import Flask, jsonify
-from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
+from app.limits import RateLimited
 from stapel.exceptions import RETRY_AFTER_S, StapelError
 
 log = logging.getLogger(__name__)
@@ -36,11 +36,9 @@ def register(app: Flask) -> None:
         )
         return error_response(exc.status, exc.code, exc.message, headers)
 
-    @app.errorhandler(RateLimitExceeded)
-    def _rate_limited(exc: RateLimitExceeded):
-        from app.limits import retry_after
-
-        wait = retry_after()
+    @app.errorhandler(RateLimited)
+    def _rate_limited(exc: RateLimited):
+        wait = exc.retry_after_s
         return error_response(
             429,
             "rate_limited",

@@ -46,5 +46,4 @@ def register(app: Flask) -> None:
             else ("read", settings.rate_read)
         )
         if value.strip().lower() not in OFF:
-            limited = limiter.shared_limit(value, scope=scope, key_func=rate_key)
-            app.view_functions[endpoint] = limited(view)
+            app.view_functions[endpoint] = limiter.limited(view, value, scope, rate_key)

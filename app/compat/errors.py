@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 import redis
 from flask import Blueprint, Response, jsonify
-from flask_limiter import RateLimitExceeded
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from app.api.errors import RETRY_AFTER_S
-from app.limits import retry_after
+from app.limits import RateLimited
 from stapel.exceptions import StapelError
 
 log = logging.getLogger(__name__)
@@ -53,9 +52,9 @@ def install(bp: Blueprint, dialect: Dialect) -> None:
         status = dialect.status(exc.status, exc.code)
         return answer(dialect, status, exc.message, getattr(exc, "headers", None))
 
-    @bp.errorhandler(RateLimitExceeded)
-    def _rate_limited(exc: RateLimitExceeded):
-        wait = retry_after()
+    @bp.errorhandler(RateLimited)
+    def _rate_limited(exc: RateLimited):
+        wait = exc.retry_after_s
         message = f"rate limit of {exc.description} for this API key exceeded; retry in {wait} s"
         status = dialect.status(429, "rate_limited")
         return answer(dialect, status, message, {"Retry-After": str(wait)})
