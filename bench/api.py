@@ -2,6 +2,7 @@
 
     python -m bench.api                     # SQLite, 8/32/64 connections, 15 s each
     DATABASE_URL=postgresql://... python -m bench.api --history 100000
+    python -m bench.api --finish-every 0        # jobs pile up within a row (the old bench)
 
 The web runs as the Procfile runs it (gunicorn, 2 processes x 4 threads) with quotas,
 rate limits and idempotency on (limits set high enough not to refuse the load); no
@@ -9,9 +10,11 @@ worker runs, so every job stays queued. The load comes from wrk (Debian's `wrk`
 package: `apt-get install wrk`), which uses a fraction of a core: each POST carries its
 own Idempotency-Key. `--history N` first stores N finished jobs for the tenant, to show
 that the jobs-in-flight count does not grow with a tenant's history. With no worker the
-jobs a row submits stay queued: before each POST row the jobs of the rows before are
-marked finished (as workers would have ended them), so every row starts with none in
-flight and the rows compare connection counts, not how many jobs the last row left.
+jobs a row submits would stay queued: the bench marks the queued jobs finished every
+`--finish-every` seconds while the rows run (as workers keeping up would end them), so
+the tenant stays under the service's default jobs-in-flight quota (1,000, on) and every
+row starts with none in flight. `--finish-every 0` ends them only between rows, with
+the quota raised to 10,000,000 (the bench before 2026-12-03: a row's jobs pile up).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -122,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--connections", default="8,32,64")
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--history", type=int, default=0)
+    parser.add_argument("--finish-every", type=float, default=0.25)
     parser.add_argument("--out", type=Path, default=RESULTS / "api.json")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
@@ -133,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
             "STAPEL_MODEL_ROOT": str(ROOT / "models"),
             "STAPEL_RATE_SUBMIT": "1000000/minute",
             "STAPEL_RATE_READ": "1000000/minute",
-            "STAPEL_QUOTA_JOBS_IN_FLIGHT": "10000000",
+            "STAPEL_QUOTA_JOBS_IN_FLIGHT": "1000" if args.finish_every else "10000000",
             "STAPEL_QUOTA_SEGMENTS_PER_DAY": "100000000",
             "STAPEL_LOG_LEVEL": "WARNING",
         },
@@ -175,7 +180,8 @@ def run(stack: Stack, key: str, args) -> dict:
             ("get", f"{url}{job['links']['self']}", "", ""),
         ):
             before, started = web_cpu(stack), time.monotonic()
-            row = wrk(target, key, connections, args.seconds, script, payload)
+            with Finisher(sessions, args.finish_every if kind == "post" else 0):
+                row = wrk(target, key, connections, args.seconds, script, payload)
             row["web_cores"] = round((web_cpu(stack) - before) / (time.monotonic() - started), 2)
             rows[kind].append(row)
             print(kind, row, flush=True)
@@ -191,6 +197,29 @@ def finish_queued(sessions) -> None:
             .values(status="succeeded", segments_done=Job.segments_total, finished_at=utcnow())
         )
         s.commit()
+
+
+class Finisher:
+    """While the block runs, mark the queued jobs finished every `every` seconds (0: never)."""
+
+    def __init__(self, sessions, every: float) -> None:
+        self.sessions, self.every = sessions, every
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.every):
+            finish_queued(self.sessions)
+
+    def __enter__(self) -> Finisher:
+        if self.every:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        if self.every:
+            self.thread.join()
 
 
 def web_cpu(stack: Stack) -> float:
