@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import re
 import threading
 import time
@@ -36,7 +38,8 @@ def make_engine(url: str) -> Engine:
             max_overflow=-1,
         )
 
-        _one_writer_per_process(engine)
+        on_disk = "///" in url and path not in ("", ":memory:")
+        _one_writer_at_a_time(engine, FileTurn(f"{path}.write-turn") if on_disk else None)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record) -> None:
@@ -52,37 +55,76 @@ def make_engine(url: str) -> Engine:
 
 
 WRITE_WAIT_S = 30
-"""How long a thread waits for its process's SQLite write turn (as long as busy_timeout)."""
+"""How long a thread waits for its SQLite write turn (as long as busy_timeout)."""
+TURN_POLL_S = (0.0002, 0.002)
+"""The first and the longest wait between two looks at another process's write turn."""
 
 
-def _one_writer_per_process(engine: Engine) -> None:
-    """Let one thread at a time write to SQLite from this process; the others queue here.
+class FileTurn:
+    """The write turn among processes: an exclusive flock on a file beside the database.
+
+    SQLite's own wait for its write lock (the busy handler) sleeps in growing steps up
+    to 100 ms, and the lock sits idle meanwhile: two web processes submitting at once
+    waited hundreds of ms for commits of a fraction of one. Here a waiter looks again
+    within TURN_POLL_S. A crashed holder's lock goes with its process.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = -1
+        self._pid = 0
+
+    def take(self, deadline: float) -> bool:
+        """Take the turn; False when the deadline (time.monotonic) passes first."""
+        if self._pid != os.getpid():  # a forked child opens its own (flock is per open)
+            self._fd, self._pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
+        wait_s, longest = TURN_POLL_S
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(wait_s)
+                wait_s = min(2 * wait_s, longest)
+
+    def give_back(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+def _one_writer_at_a_time(engine: Engine, turn: FileTurn | None) -> None:
+    """Let one thread at a time write to SQLite; the others queue here, not in SQLite.
 
     SQLite has one write lock per file. Threads that wait for it inside SQLite sleep in
     growing steps (1, 2, 5, ... 100 ms) and the lock sits idle between them: under many
     writers a commit of a fraction of a millisecond costs several. Queued on a Python
-    lock instead, the next writer starts as soon as the last one commits. The lock is
-    taken at a transaction's first write statement (when SQLite takes its own) and given
-    back at commit or rollback.
+    lock instead, the next writer of the process starts as soon as the last one commits,
+    and the process's writer takes the file turn among processes (FileTurn; none for an
+    in-memory database). Both are taken at a transaction's first write statement (when
+    SQLite takes its own) and given back at commit or rollback.
     """
     lock = threading.Lock()
 
+    def give_back() -> None:
+        if turn is not None:
+            turn.give_back()
+        lock.release()
+
     def release(conn) -> None:
         if conn.info.pop("stapel_writer", False):
-            lock.release()
+            give_back()
 
     @event.listens_for(engine, "before_cursor_execute")
     def _take(conn, _cursor, statement, _params, _context, _many) -> None:
         if conn.info.get("stapel_writer") or not _WRITES.match(statement):
             return
+        deadline = time.monotonic() + WRITE_WAIT_S
         if not lock.acquire(timeout=WRITE_WAIT_S):
-            raise OperationalError(
-                statement,
-                None,
-                Exception(
-                    f"database is locked: no write turn in this process within {WRITE_WAIT_S} s"
-                ),
-            )
+            raise _no_turn(statement)
+        if turn is not None and not turn.take(deadline):
+            lock.release()
+            raise _no_turn(statement)
         conn.info["stapel_writer"] = True
 
     for name in ("commit", "rollback"):
@@ -91,7 +133,7 @@ def _one_writer_per_process(engine: Engine) -> None:
     # A connection reset, invalidated or closed by the pool ends its transaction too.
     def release_record(record) -> None:
         if record.info.pop("stapel_writer", False):
-            lock.release()
+            give_back()
 
     @event.listens_for(engine.pool, "reset")
     def _reset(_dbapi_conn, record, _state) -> None:
@@ -104,6 +146,14 @@ def _one_writer_per_process(engine: Engine) -> None:
     @event.listens_for(engine.pool, "close")
     def _close(_dbapi_conn, record) -> None:
         release_record(record)
+
+
+def _no_turn(statement: str) -> OperationalError:
+    return OperationalError(
+        statement,
+        None,
+        Exception(f"database is locked: no write turn within {WRITE_WAIT_S} s"),
+    )
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

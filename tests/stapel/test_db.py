@@ -1,8 +1,10 @@
-"""SQLite in one process: writers queue on a Python lock, taken and given back with the
-transaction, so a writer starts as soon as the last one commits."""
+"""SQLite writers queue on a Python lock in a process and on a file lock among processes,
+taken and given back with the transaction, so a writer starts as soon as the last one
+commits."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 
 import pytest
@@ -32,7 +34,7 @@ def add_tenant(session, name: str) -> None:
 def test_a_second_writer_waits_for_the_first_to_end_its_transaction(sqlite_sessions):
     with sqlite_sessions() as first, sqlite_sessions() as second:
         add_tenant(first, "a")
-        with pytest.raises(OperationalError, match="no write turn in this process"):
+        with pytest.raises(OperationalError, match="no write turn within"):
             add_tenant(second, "b")  # queued behind `first`, gave up after WRITE_WAIT_S
         second.rollback()
         first.commit()
@@ -83,6 +85,42 @@ def test_many_threads_write_at_once_and_none_is_lost(sqlite_sessions):
     assert errors == []
     with sqlite_sessions() as s:
         assert s.scalar(select(Tenant.name).where(Tenant.id == "counter")) == "counter" + "." * 80
+
+
+def _hold_a_write(url: str, holding, release) -> None:
+    """In another process: open a write transaction, say so, and keep it until told."""
+    with make_session_factory(make_engine(url))() as session:
+        add_tenant(session, "other")
+        holding.set()
+        release.wait(30)
+        session.commit()
+
+
+def test_a_writer_in_another_process_holds_the_turn_until_it_commits(tmp_path, monkeypatch):
+    monkeypatch.setattr(db, "WRITE_WAIT_S", 0.3)
+    url = f"sqlite:///{tmp_path / 'writers.db'}"
+    migrate(url)
+    spawn = multiprocessing.get_context("spawn")
+    holding, release = spawn.Event(), spawn.Event()
+    other = spawn.Process(target=_hold_a_write, args=(url, holding, release))
+    other.start()
+    try:
+        assert holding.wait(60), "the other process never wrote"
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            # waits on the file turn (not 30 s in SQLite's busy handler), then gives up
+            with pytest.raises(OperationalError, match="no write turn within"):
+                add_tenant(session, "mine")
+            session.rollback()
+            release.set()
+            other.join(30)
+            add_tenant(session, "mine")  # the turn is free again once the other commits
+            session.commit()
+            assert sorted(session.scalars(select(Tenant.name))) == ["mine", "other"]
+        engine.dispose()
+    finally:
+        release.set()
+        other.join(30)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
