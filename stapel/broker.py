@@ -31,6 +31,13 @@ INTERACTIVE_PRIORITY = 10
 """The interactive lane: one above the API's most urgent (9), given only to the compat
 dialects' synchronous requests. The broker serves it as its most urgent, the batcher
 above every job, and a worker never hands such a chunk back for lack of room."""
+URGENT_PRIORITY = 9
+URGENT_UP_TO = 64
+"""A chunk of at most this many segments at the API's most urgent priority (9, after
+fair share) takes the interactive lane's short cuts on a worker: it skips the segment
+budget (workers/pipeline.py), waits for no company and heads a small batch
+(workers/batcher.py). A larger priority-9 job is bulk work served first, in full batches.
+Fair share lowers a flooding tenant's later jobs below 9."""
 
 
 @dataclass(frozen=True)

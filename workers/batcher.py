@@ -26,7 +26,8 @@ engine itself at fault: then the batch's tasks see the error raised.
 The interactive lane (stapel.broker.INTERACTIVE_PRIORITY, above every job) waits only
 INTERACTIVE_WAIT_S for company instead of `wait_s`: its segments are the head of the
 next batch a thread cuts, a batch of a fraction of the budget (INTERACTIVE_BUDGET_DIV)
-whose room left is filled with other work as usual.
+whose room left is filled with other work as usual. A small request of priority 9
+(stapel.broker.URGENT_UP_TO segments at most) takes the same short cuts, below the lane.
 
 Parallel batches: with `parallel` above one (CTranslate2's `inter_threads`), as many
 threads each cut a batch by the rules above and translate it, so that many batches run
@@ -48,7 +49,7 @@ import ctranslate2
 import sentencepiece as spm
 
 from stapel import metrics
-from stapel.broker import INTERACTIVE_PRIORITY
+from stapel.broker import INTERACTIVE_PRIORITY, URGENT_PRIORITY, URGENT_UP_TO
 from stapel.mtcache import piece_key
 from workers.isolation import hand_out, isolate, logids
 from workers.submission import Item, Submission, plan
@@ -192,15 +193,17 @@ class Batcher:
         )
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
         now = time.monotonic()
-        interactive = priority >= INTERACTIVE_PRIORITY
-        due = now + (INTERACTIVE_WAIT_S if interactive else self.wait_s)
+        fast = priority >= INTERACTIVE_PRIORITY or (
+            priority >= URGENT_PRIORITY and len(work) <= URGENT_UP_TO
+        )
+        due = now + (INTERACTIVE_WAIT_S if fast else self.wait_s)
         pieces, looked = [], []
         for seg in planned:
             request.expect(seg)
             for slot, tokens in enumerate(seg.tokens):
                 if tokens is not None:
                     item = Item(0, now, request, seg.index, slot, tokens, due=due)
-                    item.interactive, item.priority = interactive, priority
+                    item.fast, item.priority = fast, priority
                     item.key = piece_key(tokens)
                     pieces.append(item)
                     looked.append((item.key, seg.parts[slot].text))
@@ -419,7 +422,7 @@ class Batcher:
                     self._cond.wait()
             top, *lower = lanes
             budget = self._share()
-            if top[0].interactive:
+            if top[0].fast:
                 budget = min(budget, self.budget // INTERACTIVE_BUDGET_DIV)
             batch = self._cut(top[0], self._window(top), budget)
             self._fill(batch, lower, budget)

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stapel import logs, memories, metrics, mtcache
-from stapel.broker import send_callback
+from stapel.broker import URGENT_UP_TO, send_callback
 from stapel.chunks import (
     Claim,
     Learned,
@@ -45,14 +45,6 @@ from workers.unavailable import model_unavailable
 
 log = logging.getLogger(__name__)
 
-URGENT_UP_TO = 64
-"""A chunk at the broker's first priority level (the API's 9, fair share left intact)
-with at most this many segments skips the segment budget, as the interactive lane's do:
-otherwise, behind a bulk job that fills the budget, it would wait in line until a whole
-bulk chunk ended (tens of batches) for room it barely needs; now it heads the batcher's
-next batch. Fair share lowers a flooding tenant's later jobs below 9, and the worker's
-task threads bound how many such chunks it holds at once."""
-
 
 def run_chunk(
     celery: Celery,
@@ -68,7 +60,9 @@ def run_chunk(
     `place` is the message's (broker priority, task id): its place in the budget's line.
     An interactive chunk (a caller waits on it) skips the worker's segment budget: it is
     a few segments the batcher serves first, and handing it back would only delay it. So
-    does a small chunk of the most urgent priority (URGENT_UP_TO).
+    does a small chunk of the most urgent priority (stapel.broker.URGENT_UP_TO): behind a
+    bulk job that fills the budget it would otherwise wait in line for a whole bulk
+    chunk to end; the worker's task threads bound how many such chunks it holds.
     """
     urgent = segments is not None and segments <= URGENT_UP_TO and place[0] == 0
     current = state()

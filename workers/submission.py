@@ -64,8 +64,9 @@ class Item:
     taken: bool = False
     due: float = 0.0
     """When this piece's batch runs even if the budget is not full."""
-    interactive: bool = False
-    """A piece of the interactive lane (stapel.broker.INTERACTIVE_PRIORITY)."""
+    fast: bool = False
+    """A piece of the interactive lane or of a small priority-9 request (stapel.broker
+    URGENT_UP_TO): it waits for no company and heads a small batch."""
     key: str = ""
     """The hash of tokens (stapel.mtcache.piece_key): identical pieces share it."""
     priority: int = 0

@@ -59,7 +59,7 @@ def tiny_budget(model_root, wait_s=0.5):
 def test_higher_priority_overtakes_waiting_lower(model_root):
     batcher = tiny_budget(model_root)
     low = batcher.submit(list(enumerate(same_width(batcher, 2))), priority=1, job_id="low")
-    high = batcher.submit(list(enumerate(same_width(batcher, 2))), priority=9, job_id="high")
+    high = batcher.submit(list(enumerate(same_width(batcher, 2))), priority=8, job_id="high")
     parts_low, parts_high = collect(low, high)
     assert [len(p) for p in parts_high] == [2]  # all in the first batch
     assert [len(p) for p in parts_low] == [1, 1]  # one squeezed in, one in the next batch
