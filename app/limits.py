@@ -12,8 +12,8 @@ is checked in the view, once the key is authenticated (the /v1 blueprint sets
 g.tenant_id first), so it is keyed by the tenant's id and no key reaches Redis.
 When Redis is unreachable the limiter fails open: the request is served and a warning
 logged; the submission path itself then answers 503 (its quota and queue need Redis).
-(Flask-Limiter did the same until 2026-12-03, at about 0.3 ms more CPU per request:
-its per-request evaluation of every limit's filters and a second pass per request.)
+(Flask-Limiter did the same until 2026-12-03, evaluating every limit's filters and
+running its check twice per request: docs/performance.md, "The API on 2026-12-03".)
 """
 
 from __future__ import annotations
