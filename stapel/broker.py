@@ -61,6 +61,16 @@ def make_celery(settings: Settings) -> Celery:
     return celery
 
 
+def fast_lane(priority: int, segments: int) -> bool:
+    """Whether a chunk of `segments` at `priority` (the API's scale) takes the lane's short cuts.
+
+    The interactive lane always does; a priority-9 chunk when it is small (URGENT_UP_TO).
+    """
+    return priority >= INTERACTIVE_PRIORITY or (
+        priority >= URGENT_PRIORITY and segments <= URGENT_UP_TO
+    )
+
+
 def broker_priority(priority: int) -> int:
     """Map the API's priority (9 most urgent) to Redis's (0 served first)."""
     return max(0, 9 - priority)  # the interactive lane (10) shares Redis's first level

@@ -49,7 +49,7 @@ import ctranslate2
 import sentencepiece as spm
 
 from stapel import metrics
-from stapel.broker import INTERACTIVE_PRIORITY, URGENT_PRIORITY, URGENT_UP_TO
+from stapel.broker import fast_lane
 from stapel.mtcache import piece_key
 from workers.isolation import hand_out, isolate, logids
 from workers.submission import Item, Submission, plan
@@ -193,9 +193,7 @@ class Batcher:
         )
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
         now = time.monotonic()
-        fast = priority >= INTERACTIVE_PRIORITY or (
-            priority >= URGENT_PRIORITY and len(work) <= URGENT_UP_TO
-        )
+        fast = fast_lane(priority, len(work))
         due = now + (INTERACTIVE_WAIT_S if fast else self.wait_s)
         pieces, looked = [], []
         for seg in planned:

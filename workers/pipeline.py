@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from stapel import logs, memories, metrics, mtcache
-from stapel.broker import URGENT_UP_TO, send_callback
+from stapel.broker import URGENT_PRIORITY, fast_lane, send_callback
 from stapel.chunks import (
     Claim,
     Learned,
@@ -64,7 +64,8 @@ def run_chunk(
     bulk job that fills the budget it would otherwise wait in line for a whole bulk
     chunk to end; the worker's task threads bound how many such chunks it holds.
     """
-    urgent = segments is not None and segments <= URGENT_UP_TO and place[0] == 0
+    # place[0] is broker_priority's (0 for the API's 9 and the lane's 10): back to the API's
+    urgent = segments is not None and fast_lane(URGENT_PRIORITY - place[0], segments)
     current = state()
     with current.lock:
         current.busy += 1
