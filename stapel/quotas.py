@@ -137,8 +137,9 @@ RECHECK_POLL_S = 0.005
 # KEYS: day counter, pending set, sequence. ARGV: segments, segment limit (0 none), day
 # counter's expiry (epoch s), member prefix (now in ms), stale cutoff (ms), pending TTL.
 # Returns {sequence number, pending submissions before this one, segments used before
-# this job, refused (the day's limit)}.
-_RESERVE = """
+# this job, refused (the day's limit)}. A job that ends as it is stored (answered from
+# the cache) runs the day's part alone (_COUNT_DAY: KEYS and ARGV up to the expiry).
+_DAY = """
 local segments, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local used = redis.call('INCRBY', KEYS[1], segments)
 redis.call('EXPIREAT', KEYS[1], tonumber(ARGV[3]))
@@ -146,7 +147,11 @@ if limit > 0 and used > limit then
   redis.call('DECRBY', KEYS[1], segments)
   return {0, 0, used - segments, 1}
 end
-for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+"""
+_COUNT_DAY = _DAY + "return {0, 0, used - segments, 0}\n"
+_RESERVE = (
+    _DAY
+    + """for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   if tonumber(string.match(member, '^(%d+):')) < tonumber(ARGV[5]) then
     redis.call('ZREM', KEYS[2], member)
   end
@@ -157,17 +162,16 @@ redis.call('EXPIRE', KEYS[2], tonumber(ARGV[6]))
 redis.call('EXPIRE', KEYS[3], tonumber(ARGV[6]))
 return {seq, redis.call('ZCOUNT', KEYS[2], '-inf', seq - 1), used - segments, 0}
 """
+)
+_SHAS = {script: hashlib.sha1(script.encode()).hexdigest() for script in (_RESERVE, _COUNT_DAY)}
 
 
-_RESERVE_SHA = hashlib.sha1(_RESERVE.encode()).hexdigest()
-
-
-def _reserve(client: redis.Redis, *args) -> list:
-    """Run the reservation script by its digest; send its text only when Redis lacks it."""
+def _run(client: redis.Redis, script: str, *args) -> list:
+    """Run a script by its digest; send its text only when Redis lacks it."""
     try:
-        return client.evalsha(_RESERVE_SHA, *args)
+        return client.evalsha(_SHAS[script], *args)
     except redis.exceptions.NoScriptError:  # a restarted or flushed Redis
-        return client.eval(_RESERVE, *args)
+        return client.eval(script, *args)
 
 
 def pending_key(tenant_id: str) -> str:
@@ -193,6 +197,7 @@ def admit(
     segments_limit: int,
     jobs_limit: int,
     count_up_to: int = 0,
+    ends_stored: bool = False,
     now: datetime | None = None,
 ) -> Iterator[Admission]:
     """Reserve quota for a job of `segments` while the block stores it.
@@ -211,23 +216,32 @@ def admit(
     whichever is higher (fair share needs no more than its steps to priority 0), and
     may be lower above it: the count stops there, so it costs no more with thousands of
     jobs in flight than with a few.
+
+    A job that `ends_stored` (answered from the cache at submit: stored as succeeded)
+    is never queued or running, so it takes the day's segments only: no place among
+    the pending submissions, no count, and the jobs limit does not refuse it
+    (`in_flight` is 0).
     """
     now = now or utcnow()
     key, reset = day_key(tenant_id, now), next_reset(now)
     now_ms = int(now.timestamp() * 1000)
-    seq, before, used, refused = _reserve(
-        client,
-        3,
-        key,
-        pending_key(tenant_id),
-        pending_key(tenant_id) + ":seq",
-        segments,
-        segments_limit,
-        int((reset + timedelta(days=1)).timestamp()),
-        now_ms,
-        now_ms - PENDING_TTL_S * 1000,
-        PENDING_TTL_S,
-    )
+    day = (segments, segments_limit, int((reset + timedelta(days=1)).timestamp()))
+    if ends_stored:
+        seq, before, used, refused = _run(client, _COUNT_DAY, 1, key, *day)
+    else:
+        pending = pending_key(tenant_id)
+        seq, before, used, refused = _run(
+            client,
+            _RESERVE,
+            3,
+            key,
+            pending,
+            pending + ":seq",
+            *day,
+            now_ms,
+            now_ms - PENDING_TTL_S * 1000,
+            PENDING_TTL_S,
+        )
     if refused:
         raise QuotaExceeded(
             f"quota of {segments_limit} segments per day would be passed: "
@@ -236,17 +250,20 @@ def admit(
             code="quota_segments_per_day",
             retry_after_s=int((reset - now).total_seconds()) + 1,
         )
-    member = f"{now_ms}:{seq}"
     try:
-        flying = _count_in_flight(
-            client, session, tenant_id, int(seq), int(before), jobs_limit, count_up_to
-        )
-        yield Admission(flying, key)
+        if ends_stored:
+            yield Admission(0, key)
+        else:
+            flying = _count_in_flight(
+                client, session, tenant_id, int(seq), int(before), jobs_limit, count_up_to
+            )
+            yield Admission(flying, key)
     except BaseException:
         client.decrby(key, segments)
         raise
     finally:
-        client.zrem(pending_key(tenant_id), member)
+        if not ends_stored:
+            client.zrem(pending_key(tenant_id), f"{now_ms}:{seq}")
 
 
 def _count_in_flight(

@@ -65,6 +65,11 @@ def submit(
         memories.check_named(
             session, tenant_id, spec.memories, (spec.source_lang, spec.target_lang)
         )
+        answered = cached_answer(session, served, settings, tenant_id, spec)
+        if answered is None:
+            # the in-flight count reads a snapshot taken after its reservation (SQLite
+            # keeps a read transaction's first one), not the lookup's
+            session.commit()
         with quotas.admit(
             client,
             session,
@@ -73,13 +78,13 @@ def submit(
             segments_limit=settings.quota_segments_per_day,
             jobs_limit=settings.quota_jobs_in_flight,
             count_up_to=spec.priority * settings.fair_share_step if fair_share else 0,
+            ends_stored=answered is not None,
         ) as admission:
             priority = spec.priority
-            if fair_share:
+            if fair_share and answered is None:
                 priority = quotas.fair_priority(
                     spec.priority, admission.in_flight, settings.fair_share_step
                 )
-            answered = cached_answer(session, served, settings, tenant_id, spec)
             stored = jobs.store_job(
                 session,
                 tenant_id,

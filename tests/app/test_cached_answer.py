@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from stapel import jobs, mtcache, submit
+from stapel import jobs, mtcache, quotas, submit
 from stapel.formats.inline import marker
 from stapel.keys import create_key
 from stapel.presence import Room
@@ -129,3 +129,23 @@ def test_a_job_that_names_a_memory_is_left_to_the_worker(ext, tenants, client, a
     ).get_json()
     job = send(ext, tenants[0], TEXTS, memories=(memory["id"],))  # api_key is acme's
     assert job.status == "queued"
+
+
+def test_a_cached_answer_is_never_in_flight_but_counts_on_the_day(ext, tenants):
+    """At its jobs-in-flight limit a tenant still gets what the cache answers (the job is
+    never queued or running), and the day's segments count it like any job."""
+    acme = tenants[0]
+    learn(ext, acme)
+    limited = ext.settings.replace(quota_jobs_in_flight=1, quota_segments_per_day=8)
+    queued = send(ext, acme, ["not cached yet."], settings=limited)
+    assert queued.status == "queued"  # the one job in flight
+    with pytest.raises(quotas.QuotaExceeded, match="jobs queued or running"):
+        send(ext, acme, ["also new."], settings=limited)
+    answered = send(ext, acme, TEXTS, settings=limited)
+    assert answered.status == "succeeded"
+    assert not ext.redis.zcard(quotas.pending_key(acme)), "no place left among the pending"
+    with ext.sessions() as s:
+        usage = quotas.usage(ext.redis, s, acme, segments_limit=8, jobs_limit=1)
+    assert (usage.segments_today, usage.jobs_in_flight) == (1 + 3, 1)
+    with pytest.raises(quotas.QuotaExceeded, match="segments per day"):
+        send(ext, acme, [*TEXTS, *TEXTS[:2]], settings=limited)  # 5 more than the 8

@@ -158,9 +158,9 @@ def test_the_reservation_script_is_loaded_again_after_redis_lost_it(make_app):
     redis_client = app.extensions["stapel"].redis
     assert client.post("/v1/jobs", headers=acme, json=job_body(["a", "b"])).status_code == 202
     redis_client.script_flush()  # as a restarted Redis without persistence would be
-    assert not redis_client.script_exists(quotas._RESERVE_SHA)[0]
+    assert not redis_client.script_exists(quotas._SHAS[quotas._RESERVE])[0]
     assert client.post("/v1/jobs", headers=acme, json=job_body(["c", "d"])).status_code == 202
-    assert redis_client.script_exists(quotas._RESERVE_SHA)[0]
+    assert redis_client.script_exists(quotas._SHAS[quotas._RESERVE])[0]
     assert client.get("/v1/usage", headers=acme).get_json()["segments_today"] == 4
     response = client.post("/v1/jobs", headers=acme, json=job_body(["e", "f"]))
     assert response.status_code == 429, "the quota still holds"
