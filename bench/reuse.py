@@ -8,10 +8,11 @@ segments repeat an earlier segment, drawn with a Zipf-like law (weight 1/rank of
 appearance), the rest unique. Rows, each against raw CTranslate2 translating every
 segment of the row in one translate_batch (raw has no memory: it translates every repeat
 again):
-  - repeats, cold: the cache empty; repeats are shared in flight and by the cache as the
-    run goes;
-  - repeats, second run: the same jobs sent again (each answered from the cache at
-    submit, stapel.submit.cached_answer);
+  - repeats, cold: the cache empty (a tenant of its own); repeats are shared in flight
+    and by the cache as the run goes;
+  - repeats, second run: the same jobs sent again by that tenant (each answered from the
+    cache at submit, stapel.submit.cached_answer); cold and second run --repeat times,
+    each time on a new tenant, medians kept;
   - no repeats, cache on vs cache off: a corpus without repeats, cache lookups and
     inserts against none (`"cache": false` on each job: today's many-small row); each
     pair of runs alternates on fresh corpora, medians kept.
@@ -101,13 +102,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--docs", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--pairs", type=int, default=3, help="cache on/off runs without repeats")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="cold and second runs, each on a fresh tenant"
+    )
     args = parser.parse_args(argv)
 
     path = bench_model(args)
     repeated = corpus(args.docs, seed=21, repeats=True)
     flat = [t for d in repeated for t in d]
     print("raw CTranslate2 ...", flush=True)
-    raw = raw_rate(path, flat, args)
+    raw_runs = [raw_rate(path, flat, args) for _ in range(max(1, args.repeat))]
+    raw = statistics.median(raw_runs)
     stack = Stack(
         Path(tempfile.mkdtemp(prefix="stapel-reuse-")),
         {
@@ -118,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         },
     )
     rows: dict = {}
+    pairs: dict[str, list[dict]] = {"off": [], "on": []}
+    repeats: dict[str, list[dict]] = {"cold": [], "second run": []}
     try:
         stack.start_web()
         port = free_port()
@@ -129,22 +136,27 @@ def main(argv: list[str] | None = None) -> None:
         client = Client(stack, key)
         print("warm-up ...", flush=True)
         many_small(client, [[t] for t in pseudo_corpus(WARM_UP_DOCS, seed=11)])
-        pairs: dict[str, list[dict]] = {"off": [], "on": []}
         for n in range(args.pairs):
             for mode in ("off", "on") if n % 2 == 0 else ("on", "off"):
                 print(f"no repeats, cache {mode} ({n + 1}/{args.pairs}) ...", flush=True)
                 fresh = corpus(args.docs, seed=100 + 2 * n + (mode == "on"), repeats=False)
                 pairs[mode].append(run(probe, client, fresh, cache=mode == "on"))
-        print("repeats, cold ...", flush=True)
-        rows["repeats, cold"] = run(probe, client, repeated, cache=True)
-        print("repeats, second run ...", flush=True)
-        rows["repeats, second run"] = run(probe, client, repeated, cache=True)
+        for n in range(args.repeat):
+            # a tenant of its own each time: its cache scope starts empty (not shared)
+            with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
+                fresh_client = Client(stack, create_key(session, f"bench-repeats-{n}")[1])
+            for row in ("cold", "second run"):
+                print(f"repeats, {row} ({n + 1}/{args.repeat}) ...", flush=True)
+                repeats[row].append(run(probe, fresh_client, repeated, cache=True))
     finally:
         stack.stop()
-    for mode in ("off", "on"):
-        rates = [r["segments_per_s"] for r in pairs[mode]]
-        median = sorted(pairs[mode], key=lambda r: r["segments_per_s"])[len(rates) // 2]
-        rows[f"no repeats, cache {mode}"] = {**median, "runs_segments_per_s": rates}
+    for name, runs in [
+        *((f"repeats, {row}", r) for row, r in repeats.items()),
+        *((f"no repeats, cache {mode}", r) for mode, r in pairs.items()),
+    ]:
+        rates = [r["segments_per_s"] for r in runs]
+        median = sorted(runs, key=lambda r: r["segments_per_s"])[len(rates) // 2]
+        rows[name] = {**median, "runs_segments_per_s": rates}
     results = {
         "name": args.name,
         "docs": args.docs,
@@ -152,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         "distinct_segments": len(set(flat)),
         "decode_tokens": args.decode,
         "raw_segments_per_s": raw,
+        "raw_runs_segments_per_s": raw_runs,
         "raw_note": "raw CTranslate2 has no memory: every segment translated, repeats included",
         "rows": rows,
         "cold_no_repeats_vs_off": statistics.median(

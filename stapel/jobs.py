@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Table, bindparam, insert, inspect, select, update
+from sqlalchemy import Connection, Table, bindparam, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 
@@ -40,6 +40,7 @@ _INSERT_SEGMENTS = insert(cast(Table, Segment.__table__))
 _INSERT_FILE = insert(cast(Table, DocumentFile.__table__))
 _INSERT_CHUNKS = insert(cast(Table, Chunk.__table__))
 _JOB_COLUMNS = [(prop.key, prop.columns[0]) for prop in inspect(Job).column_attrs]
+_DB_NOW = select(db_now())
 
 
 @dataclass
@@ -165,7 +166,9 @@ def store_job(
     """
     total = spec.segments_total
     bounds = chunk_bounds(total, chunk_segments)
-    now = session.scalar(select(db_now()))
+    # The inserts are Core statements on the session's connection: no ORM layer per call.
+    conn = session.connection()
+    now = conn.scalar(_DB_NOW)
     job = Job(
         id=new_id(),
         tenant_id=tenant_id,
@@ -200,17 +203,17 @@ def store_job(
         job.callback_status = CallbackStatus.PENDING.value if spec.callback_url else None
         job.callback_next_at, job.callback_attempts = now, 0
     try:
-        _insert_job(session, job)
+        _insert_job(session, conn, job)
     except IntegrityError:
         session.rollback()
         existing = by_idempotency_key(session, tenant_id, spec.idempotency_key or "")
         if existing is None:
             raise
         return StoredJob(existing, False)
-    _insert_documents(session, job.id, spec.documents, answered)
+    _insert_documents(conn, job.id, spec.documents, answered)
     chunk_ids = [new_id() for _ in bounds]
     task_ids = {} if answered else {chunk_id: new_id() for chunk_id in chunk_ids}
-    session.execute(
+    conn.execute(
         _INSERT_CHUNKS,
         [
             {
@@ -245,7 +248,7 @@ def store_job(
     return StoredJob(job, True, list(zip(chunk_ids, sizes, strict=True)), task_ids)
 
 
-def _insert_job(session: Session, job: Job) -> None:
+def _insert_job(session: Session, conn: Connection, job: Job) -> None:
     """Insert a new Job object's row, then attach the object as the stored row.
 
     Every column the object was not given takes its column's default, on the object as
@@ -257,7 +260,7 @@ def _insert_job(session: Session, job: Job) -> None:
             default = column.default
             setattr(job, attr, default.arg if default is not None and default.is_scalar else None)
         values[column.key] = getattr(job, attr)
-    session.execute(_INSERT_JOB, values)
+    conn.execute(_INSERT_JOB, values)
     make_transient_to_detached(job)
     session.add(job)
 
@@ -280,7 +283,7 @@ def by_idempotency_key(session: Session, tenant_id: str, key: str) -> Job | None
 
 
 def _insert_documents(
-    session: Session, job_id: str, documents: list[DocumentSpec], answered: Answered | None
+    conn: Connection, job_id: str, documents: list[DocumentSpec], answered: Answered | None
 ) -> None:
     doc_rows, seg_rows, index = [], [], 0
     for d, doc in enumerate(documents):
@@ -302,14 +305,14 @@ def _insert_documents(
             seg_rows.append(row)
             index += 1
             if len(seg_rows) >= INSERT_BATCH:
-                session.execute(_INSERT_SEGMENTS, seg_rows)
+                conn.execute(_INSERT_SEGMENTS, seg_rows)
                 seg_rows = []
     if seg_rows:
-        session.execute(_INSERT_SEGMENTS, seg_rows)
-    session.execute(_INSERT_DOCUMENTS, doc_rows)
+        conn.execute(_INSERT_SEGMENTS, seg_rows)
+    conn.execute(_INSERT_DOCUMENTS, doc_rows)
     for d, doc in enumerate(documents):
         if doc.original is not None:  # one at a time: each may be megabytes
-            session.execute(
+            conn.execute(
                 _INSERT_FILE,
                 {
                     "job_id": job_id,

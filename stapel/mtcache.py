@@ -107,8 +107,9 @@ def lookup(
     wanted = sorted(set(keys))
     found: dict[str, str] = {}
     params = {"m_scope": scope_, "m_fp": fp, "m_age": -float(ttl_s)}
+    conn = session.connection()  # a Core select: no ORM layer per call
     for start in range(0, len(wanted), LOOKUP_BATCH):
-        rows = session.execute(_LOOKUP, params | {"m_keys": wanted[start : start + LOOKUP_BATCH]})
+        rows = conn.execute(_LOOKUP, params | {"m_keys": wanted[start : start + LOOKUP_BATCH]})
         found.update((key, target) for key, target in rows)
     return found
 
