@@ -326,7 +326,9 @@ def raw_row(path: Path, texts: list[str], args) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="peer")
-    parser.add_argument("--docs", type=int, default=60, help="many-small jobs of 1-5 segments")
+    parser.add_argument(
+        "--docs", type=int, default=200, help="many-small jobs of 1-5 segments (make bench's 200)"
+    )
     parser.add_argument("--big", type=int, default=100, help="segments of the one-big job")
     parser.add_argument("--decode", type=int, default=40, help="output tokens per segment")
     parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=list(CONFIGS))
