@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
         stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(port)})
         parallel = pick_parallel(args.device, args.threads, args.parallel_batches)[0]
         probe = WorkerProbe(f"http://127.0.0.1:{port}/metrics", stack, parallel)
-        with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
+        sessions = make_session_factory(make_engine(stack.env["DATABASE_URL"]))
+        with sessions() as session:
             key = create_key(session, "bench")[1]
         client = Client(stack, key)
         print("warm-up ...", flush=True)
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
                 pairs[mode].append(run(probe, client, fresh, cache=mode == "on"))
         for n in range(args.repeat):
             # a tenant of its own each time: its cache scope starts empty (not shared)
-            with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
+            with sessions() as session:
                 fresh_client = Client(stack, create_key(session, f"bench-repeats-{n}")[1])
             for row in ("cold", "second run"):
                 print(f"repeats, {row} ({n + 1}/{args.repeat}) ...", flush=True)

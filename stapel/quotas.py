@@ -254,6 +254,10 @@ def admit(
         if ends_stored:
             yield Admission(0, key)
         else:
+            # The count must read a snapshot taken after the reservation: a read the
+            # caller began earlier (SQLite keeps a transaction's first snapshot) would miss
+            # a job stored and taken out of the pending set in between.
+            session.commit()
             flying = _count_in_flight(
                 client, session, tenant_id, int(seq), int(before), jobs_limit, count_up_to
             )

@@ -66,10 +66,6 @@ def submit(
             session, tenant_id, spec.memories, (spec.source_lang, spec.target_lang)
         )
         answered = cached_answer(session, served, settings, tenant_id, spec)
-        if answered is None:
-            # the in-flight count reads a snapshot taken after its reservation (SQLite
-            # keeps a read transaction's first one), not the lookup's
-            session.commit()
         with quotas.admit(
             client,
             session,
