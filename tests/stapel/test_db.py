@@ -60,7 +60,10 @@ def test_reads_do_not_wait_for_a_writer(sqlite_sessions):
         writer.commit()
 
 
-def test_many_threads_write_at_once_and_none_is_lost(sqlite_sessions):
+def test_many_threads_write_at_once_and_none_is_lost(sqlite_sessions, monkeypatch):
+    # Sixteen writers queue for one turn: the last may wait behind all the others' commits,
+    # longer than the fixture's short wait on a loaded machine (CI failed so at 0.3 s).
+    monkeypatch.setattr(db, "WRITE_WAIT_S", 30)
     with sqlite_sessions() as session:
         add_tenant(session, "counter")
         session.commit()
