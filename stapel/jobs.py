@@ -40,7 +40,19 @@ _INSERT_SEGMENTS = insert(cast(Table, Segment.__table__))
 _INSERT_FILE = insert(cast(Table, DocumentFile.__table__))
 _INSERT_CHUNKS = insert(cast(Table, Chunk.__table__))
 _JOB_COLUMNS = [(prop.key, prop.columns[0]) for prop in inspect(Job).column_attrs]
-_DB_NOW = select(db_now())
+# The job's creation time is the database's clock, read back from its insert (RETURNING:
+# no separate select); a job answered at submit also starts and ends then, its callback
+# due at once. SQLite reads 'now' once per statement, so the columns agree.
+_NOW_COLUMNS = {
+    False: ("created_at",),
+    True: ("created_at", "started_at", "finished_at", "callback_next_at"),
+}
+_INSERT_JOB_AT_NOW = {
+    answered: _INSERT_JOB.values({name: db_now() for name in names}).returning(
+        Job.__table__.c.created_at
+    )
+    for answered, names in _NOW_COLUMNS.items()
+}
 
 
 @dataclass
@@ -168,7 +180,6 @@ def store_job(
     bounds = chunk_bounds(total, chunk_segments)
     # The inserts are Core statements on the session's connection: no ORM layer per call.
     conn = session.connection()
-    now = conn.scalar(_DB_NOW)
     job = Job(
         id=new_id(),
         tenant_id=tenant_id,
@@ -194,16 +205,15 @@ def store_job(
         segments_from_memory=0,
         segments_from_cache=0,
         segments_from_mt=0,
-        # the database's clock: the watchdog compares a chunk's age with its own reading
-        created_at=now,
     )
     if answered is not None:
-        job.status, job.started_at, job.finished_at = Status.SUCCEEDED, now, now
+        job.status = Status.SUCCEEDED
         job.segments_done, job.segments_from_cache = total, answered.from_cache()
         job.callback_status = CallbackStatus.PENDING.value if spec.callback_url else None
-        job.callback_next_at, job.callback_attempts = now, 0
+        job.callback_attempts = 0
     try:
-        _insert_job(session, conn, job)
+        # the database's clock: the watchdog compares a chunk's age with its own reading
+        now = _insert_job(session, conn, job, answered is not None)
     except IntegrityError:
         session.rollback()
         existing = by_idempotency_key(session, tenant_id, spec.idempotency_key or "")
@@ -248,21 +258,28 @@ def store_job(
     return StoredJob(job, True, list(zip(chunk_ids, sizes, strict=True)), task_ids)
 
 
-def _insert_job(session: Session, conn: Connection, job: Job) -> None:
+def _insert_job(session: Session, conn: Connection, job: Job, answered: bool) -> datetime:
     """Insert a new Job object's row, then attach the object as the stored row.
 
     Every column the object was not given takes its column's default, on the object as
-    in the row, so reading any attribute afterwards costs no query.
+    in the row, so reading any attribute afterwards costs no query. The row's times
+    are the database's clock (`_NOW_COLUMNS`); return it.
     """
     values = {}
+    now_columns = _NOW_COLUMNS[answered]
     for attr, column in _JOB_COLUMNS:
+        if column.key in now_columns:
+            continue
         if attr not in job.__dict__:
             default = column.default
             setattr(job, attr, default.arg if default is not None and default.is_scalar else None)
         values[column.key] = getattr(job, attr)
-    conn.execute(_INSERT_JOB, values)
+    now = conn.execute(_INSERT_JOB_AT_NOW[answered], values).scalar_one()
+    for name in now_columns:
+        setattr(job, name, now)
     make_transient_to_detached(job)
     session.add(job)
+    return now
 
 
 def _chunk_state(answered: Answered | None, start: int, end: int, now: datetime) -> dict:

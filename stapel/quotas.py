@@ -90,13 +90,14 @@ def in_flight(session: Session, tenant_id: str, up_to: int | None = None) -> int
     """Return how many of the tenant's jobs are queued or running (at most `up_to`).
 
     With `up_to` the count reads no more than that many index entries, so a submission's
-    admission does not grow with a tenant's jobs in flight.
+    admission does not grow with a tenant's jobs in flight. A Core statement on the
+    session's connection: no ORM layer per count.
     """
     if up_to is None:
-        return session.scalar(_IN_FLIGHT, {"tenant": tenant_id}) or 0
+        return session.connection().scalar(_IN_FLIGHT, {"tenant": tenant_id}) or 0
     if up_to <= 0:
         return 0
-    return session.scalar(_IN_FLIGHT_UP_TO, {"tenant": tenant_id, "cap": up_to}) or 0
+    return session.connection().scalar(_IN_FLIGHT_UP_TO, {"tenant": tenant_id, "cap": up_to}) or 0
 
 
 def usage(

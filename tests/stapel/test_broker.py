@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
-from stapel.broker import TRANSLATE_TASK, broker_priority, send_chunk, waiting_task_ids
+import pytest
+from celery.utils.saferepr import saferepr
+
+from stapel.broker import (
+    TRANSLATE_TASK,
+    _short_repr,
+    broker_priority,
+    send_chunk,
+    waiting_task_ids,
+)
 from stapel.dispatch import ChunkMessage
 
 
@@ -62,3 +71,27 @@ def test_a_chunk_message_is_exactly_what_celery_would_send(app, redis_client):
         theirs, ours = redis_client.lpop(key), redis_client.lpop(key)
         assert redis_client.llen(key) == 0, key
         assert _without_tag(ours) == _without_tag(theirs)
+
+
+@pytest.mark.parametrize(
+    ("value", "ours"),
+    [
+        (["0f8c7a2e-1b2c-4d5e-9f00-123456789abc"], True),
+        ({"segments": 3, "interactive": True}, True),
+        ({}, True),
+        (["it's"], False),
+        (["a\\b"], False),
+        (["line\nbreak"], False),
+        (["ü"], False),
+        (["x" * 500], False),
+        ({"segments": [["a", "b"]]}, False),
+    ],
+)
+def test_a_task_repr_we_write_is_the_one_celery_would(app, value, ours):
+    """A chunk's id and flags are written by repr, equal to saferepr; the rest by Celery."""
+    amqp = app.extensions["stapel"].celery.amqp
+    limit = amqp.argsrepr_maxsize if isinstance(value, list) else amqp.kwargsrepr_maxsize
+    written = _short_repr(value)
+    assert (written is not None) == ours
+    if ours:
+        assert written == saferepr(value, limit, maxlevels=amqp.app.conf.task_repr_maxlevels)
