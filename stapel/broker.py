@@ -118,7 +118,15 @@ def _short_repr(value: list | dict) -> str | None:
 
 
 def publish(
-    celery: Celery, name: str, task_id: str, args: list, kwargs: dict, queue: str, priority: int
+    celery: Celery,
+    name: str,
+    task_id: str,
+    args: list,
+    kwargs: dict,
+    queue: str,
+    priority: int,
+    *,
+    pending: tuple[str, str] | None = None,
 ) -> None:
     """Push a task message straight onto its queue's Redis list, as Celery would.
 
@@ -154,11 +162,24 @@ def publish(
         },
     }
     key = f"{queue}{PRIORITY_SEP}{priority}" if priority else queue
-    _publisher(celery).lpush(key, json.dumps(envelope))
+    if pending is None:
+        _publisher(celery).lpush(key, json.dumps(envelope))
+        return
+    # The broker is the quota's Redis (celery_config: broker_url is redis_url).
+    pipe = _publisher(celery).pipeline(transaction=False)
+    pipe.lpush(key, json.dumps(envelope))
+    pipe.zrem(*pending)
+    pipe.execute()
 
 
-def send_chunk(celery: Celery, message: ChunkMessage, task_id: str) -> bool:
-    """Send one chunk's task under task_id; False (and a log line) if the broker is down."""
+def send_chunk(
+    celery: Celery, message: ChunkMessage, task_id: str, *, pending: tuple[str, str] | None = None
+) -> bool:
+    """Send one chunk's task under task_id; False (and a log line) if the broker is down.
+
+    `pending`: a submission's place among its tenant's pending ones (stapel.quotas),
+    ended in the same round trip.
+    """
     kwargs: dict = {} if message.segments is None else {"segments": message.segments}
     if message.priority >= INTERACTIVE_PRIORITY:
         kwargs["interactive"] = True
@@ -171,6 +192,7 @@ def send_chunk(celery: Celery, message: ChunkMessage, task_id: str) -> bool:
             kwargs,
             message.queue,
             broker_priority(message.priority),
+            pending=pending,
         )
     except (OperationalError, redis.RedisError, OSError) as exc:
         log.warning(

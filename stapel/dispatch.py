@@ -99,12 +99,15 @@ def _routed(
     return found
 
 
-def dispatch_stored(celery: Celery, room: Room, stored: StoredJob) -> list[ChunkMessage]:
+def dispatch_stored(
+    celery: Celery, room: Room, stored: StoredJob, *, pending: tuple[str, str] | None = None
+) -> list[ChunkMessage]:
     """Send the chunks of a job just stored, under the task ids recorded with them.
 
     The submit path records each chunk's task id and send time in the insert, so the
     first send reads and writes nothing more; if the broker does not take a message,
-    the watchdog finds its task id missing from Redis and sends it again.
+    the watchdog finds its task id missing from Redis and sends it again. The first
+    message's round trip also ends the submission's `pending` place (stapel.quotas).
     """
     job = stored.job
     priority = job.priority if job.dispatch_priority is None else job.dispatch_priority
@@ -115,17 +118,22 @@ def dispatch_stored(celery: Celery, room: Room, stored: StoredJob) -> list[Chunk
         ),
         room,
     )
-    return _send(celery, found, stored.task_ids, room)
+    return _send(celery, found, stored.task_ids, room, pending)
 
 
 def _send(
-    celery: Celery, found: list[ChunkMessage], task_ids: dict[str, str], room: Room
+    celery: Celery,
+    found: list[ChunkMessage],
+    task_ids: dict[str, str],
+    room: Room,
+    pending: tuple[str, str] | None = None,
 ) -> list[ChunkMessage]:
     """Send messages under their task ids, stopping at the first broker failure."""
     done: list[ChunkMessage] = []
     for message in found:
-        if not send_chunk(celery, message, task_ids[message.chunk_id]):
+        if not send_chunk(celery, message, task_ids[message.chunk_id], pending=pending):
             break
+        pending = None
         done.append(message)
         if message.queue != message.pool:  # spent: later sends in this view see it taken
             room[message.queue] = room.get(message.queue, 0) - message.segments

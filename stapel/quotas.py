@@ -182,10 +182,16 @@ def pending_key(tenant_id: str) -> str:
 
 @dataclass(frozen=True)
 class Admission:
-    """A reservation: the tenant's jobs in flight before this one, and the day it counts on."""
+    """A reservation: the tenant's jobs in flight before this one, and the day it counts on.
+
+    `pending` is its place among the tenant's pending submissions (key, member), None
+    for a job that ends as it is stored; `admit(..., hand_over=True)` leaves it for the
+    caller to end (`leave`, or in the first chunk's send: stapel.broker.publish).
+    """
 
     in_flight: int
     day_key: str
+    pending: tuple[str, str] | None = None
 
 
 @contextmanager
@@ -199,6 +205,7 @@ def admit(
     jobs_limit: int,
     count_up_to: int = 0,
     ends_stored: bool = False,
+    hand_over: bool = False,
     now: datetime | None = None,
 ) -> Iterator[Admission]:
     """Reserve quota for a job of `segments` while the block stores it.
@@ -222,6 +229,13 @@ def admit(
     is never queued or running, so it takes the day's segments only: no place among
     the pending submissions, no count, and the jobs limit does not refuse it
     (`in_flight` is 0).
+
+    The place among the pending submissions ends with the block, or, with `hand_over`
+    and a block that does not raise, when the caller ends it (`admission.pending`):
+    the submit path removes it in the same round trip as its first chunk's message. Until
+    then the stored job counts twice for the tenant's later submissions, which only
+    makes them wait (RECHECK_WAIT_S) at the limit, never overshoot it; a place never
+    ended (Redis gone) lapses after PENDING_TTL_S.
     """
     now = now or utcnow()
     key, reset = day_key(tenant_id, now), next_reset(now)
@@ -251,8 +265,9 @@ def admit(
             code="quota_segments_per_day",
             retry_after_s=int((reset - now).total_seconds()) + 1,
         )
+    place = None if ends_stored else (pending_key(tenant_id), f"{now_ms}:{seq}")
     try:
-        if ends_stored:
+        if place is None:
             yield Admission(0, key)
         else:
             # The count must read a snapshot taken after the reservation: a read the
@@ -262,13 +277,32 @@ def admit(
             flying = _count_in_flight(
                 client, session, tenant_id, int(seq), int(before), jobs_limit, count_up_to
             )
-            yield Admission(flying, key)
+            yield Admission(flying, key, place)
     except BaseException:
         client.decrby(key, segments)
+        if place is not None:
+            client.zrem(*place)
         raise
-    finally:
-        if not ends_stored:
-            client.zrem(pending_key(tenant_id), f"{now_ms}:{seq}")
+    if place is not None and not hand_over:
+        client.zrem(*place)
+
+
+def leave(client: redis.Redis, admission: Admission) -> None:
+    """End an admission's place among the pending submissions (see `admit`'s hand_over).
+
+    Its job is stored by then: a Redis that does not answer is logged, not raised (the
+    place lapses after PENDING_TTL_S).
+    """
+    if admission.pending is None:
+        return
+    try:
+        client.zrem(*admission.pending)
+    except (redis.RedisError, OSError) as exc:
+        log.warning(
+            "pending submission not ended error=%s; it lapses in %d s",
+            type(exc).__name__,
+            PENDING_TTL_S,
+        )
 
 
 def _count_in_flight(
@@ -303,6 +337,8 @@ def _count_in_flight(
 def refund(client: redis.Redis, admission: Admission, segments: int) -> None:
     """Give back a reservation whose job was not stored (an idempotent replay).
 
-    The segments go back to the day they were counted on, even after midnight.
+    The segments go back to the day they were counted on, even after midnight, and a
+    place among the pending submissions handed over ends.
     """
     client.decrby(admission.day_key, segments)
+    leave(client, admission)

@@ -75,6 +75,7 @@ def submit(
             jobs_limit=settings.quota_jobs_in_flight,
             count_up_to=spec.priority * settings.fair_share_step if fair_share else 0,
             ends_stored=answered is not None,
+            hand_over=True,
         ) as admission:
             priority = spec.priority
             if fair_share and answered is None:
@@ -107,7 +108,9 @@ def submit(
         return Submitted(stored.job, True)
     # The job is committed, so the client hears 202 whatever the broker does: a chunk
     # the broker did not take is the watchdog's to send (its task id is not in Redis).
-    dispatch_stored(celery, served, stored)
+    # The first chunk's message also ends the submission's pending place (one round trip).
+    if not dispatch_stored(celery, served, stored, pending=admission.pending):
+        quotas.leave(client, admission)
     return Submitted(stored.job, True)
 
 

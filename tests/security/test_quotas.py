@@ -7,12 +7,14 @@ import threading
 from datetime import datetime, timezone
 
 import pytest
+import redis
 from sqlalchemy import select
 
-from stapel import quotas
+from stapel import broker, quotas
 from stapel.db import make_session_factory
 from stapel.keys import get_or_create_tenant
 from stapel.tables import Chunk
+from tests.conftest import free_port
 from tests.factories import job_body
 from tests.security.conftest import key_for
 
@@ -206,3 +208,29 @@ def test_the_admission_counts_only_as_far_as_its_limit_and_fair_share_need(
     assert late.status_code == 202
     order = _dispatch_order(redis_client, session)
     assert order[-1] == late.get_json()["id"], "the flooding tenant's new job goes last"
+
+
+def test_every_submission_ends_its_place_among_the_pending(make_app, monkeypatch):
+    """The first chunk's send ends it (one round trip); a replay or a send the broker
+    refused ends it too, or the stored job would count twice until the place lapsed."""
+    app = make_app(quota_jobs_in_flight=3, chunk_segments=2)
+    client, acme = app.test_client(), key_for(app, "acme")
+    ext = app.extensions["stapel"]
+
+    def places() -> int:
+        return sum(ext.redis.zcard(key) for key in ext.redis.scan_iter("stapel:quota:*:pending"))
+
+    headers = {**acme, "Idempotency-Key": "three-chunks"}
+    assert client.post("/v1/jobs", headers=headers, json=job_body(["a"] * 5)).status_code == 202
+    assert places() == 0
+    assert client.post("/v1/jobs", headers=headers, json=job_body(["a"] * 5)).status_code == 200
+    assert places() == 0
+    # the broker unreachable (the quota's Redis answering): the job is stored all the same
+    dead = redis.Redis(port=free_port(), socket_connect_timeout=0.5)
+    monkeypatch.setitem(broker._publishers, ext.celery, dead)
+    assert client.post("/v1/jobs", headers=acme, json=job_body(["b"])).status_code == 202
+    assert places() == 0
+    assert client.post("/v1/jobs", headers=acme, json=job_body(["c"])).status_code == 202
+    refused = client.post("/v1/jobs", headers=acme, json=job_body(["d"]))
+    assert refused.get_json()["error"]["code"] == "quota_jobs_in_flight"
+    assert places() == 0
