@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import re
+import threading
 import uuid
 import weakref
 from dataclasses import dataclass
@@ -78,19 +79,28 @@ def broker_priority(priority: int) -> int:
 
 
 _publishers: weakref.WeakKeyDictionary[Celery, redis.Redis] = weakref.WeakKeyDictionary()
+_publishers_lock = threading.Lock()
 
 
 def _publisher(celery: Celery) -> redis.Redis:
-    """Return the Redis client that pushes this Celery app's chunk messages (one per app)."""
+    """Return the Redis client that pushes this Celery app's chunk messages (one per app).
+
+    Made once under a lock: a second client made by a racing thread would replace the
+    first, and a client collected closes its connection pool under whoever still uses it.
+    """
     client = _publishers.get(celery)
-    if client is None:
-        options = celery.conf.broker_transport_options
-        client = redis.Redis.from_url(
-            celery.conf.broker_url,
-            socket_connect_timeout=options.get("socket_connect_timeout"),
-            socket_timeout=options.get("socket_timeout"),
-        )
-        _publishers[celery] = client
+    if client is not None:
+        return client
+    with _publishers_lock:
+        client = _publishers.get(celery)
+        if client is None:
+            options = celery.conf.broker_transport_options
+            client = redis.Redis.from_url(
+                celery.conf.broker_url,
+                socket_connect_timeout=options.get("socket_connect_timeout"),
+                socket_timeout=options.get("socket_timeout"),
+            )
+            _publishers[celery] = client
     return client
 
 
@@ -162,11 +172,12 @@ def publish(
         },
     }
     key = f"{queue}{PRIORITY_SEP}{priority}" if priority else queue
+    client = _publisher(celery)  # held while its pipeline runs
     if pending is None:
-        _publisher(celery).lpush(key, json.dumps(envelope))
+        client.lpush(key, json.dumps(envelope))
         return
     # The broker is the quota's Redis (celery_config: broker_url is redis_url).
-    pipe = _publisher(celery).pipeline(transaction=False)
+    pipe = client.pipeline(transaction=False)
     pipe.lpush(key, json.dumps(envelope))
     pipe.zrem(*pending)
     pipe.execute()

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from celery.utils.saferepr import saferepr
 
 from stapel.broker import (
     TRANSLATE_TASK,
+    _publisher,
     _short_repr,
     broker_priority,
+    make_celery,
     send_chunk,
     waiting_task_ids,
 )
@@ -95,3 +98,21 @@ def test_a_task_repr_we_write_is_the_one_celery_would(app, value, ours):
     assert (written is not None) == ours
     if ours:
         assert written == saferepr(value, limit, maxlevels=amqp.app.conf.task_repr_maxlevels)
+
+
+def test_threads_sending_at_once_share_one_publisher(app):
+    """A second client made by a racing thread would replace the first, and the first,
+    collected, closes its connections under the thread still sending on it."""
+    celery = make_celery(app.extensions["stapel"].settings)
+    barrier, clients = threading.Barrier(16), []
+
+    def first_send() -> None:
+        barrier.wait()
+        clients.append(_publisher(celery))
+
+    threads = [threading.Thread(target=first_send) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(c) for c in clients}) == 1
