@@ -3,8 +3,10 @@
     python -m bench.api                     # SQLite, 8/32/64 connections, 15 s each
     DATABASE_URL=postgresql://... python -m bench.api --history 100000
     python -m bench.api --finish-every 0        # jobs pile up within a row (the old bench)
+    python -m bench.api --web-workers 4 --web-threads 2   # another split of the web
 
-The web runs as the Procfile runs it (gunicorn, 2 processes x 4 threads) with quotas,
+The web runs as the Procfile runs it (gunicorn, 2 processes x 4 threads, or
+--web-workers x --web-threads) with quotas,
 rate limits and idempotency on (limits set high enough not to refuse the load); no
 worker runs, so every job stays queued. The load comes from wrk (Debian's `wrk`
 package: `apt-get install wrk`), which uses a fraction of a core: each POST carries its
@@ -127,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--history", type=int, default=0)
     parser.add_argument("--finish-every", type=float, default=0.25)
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn processes")
+    parser.add_argument("--web-threads", type=int, default=4, help="threads per process")
     parser.add_argument("--out", type=Path, default=RESULTS / "api.json")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
@@ -150,10 +154,11 @@ def main(argv: list[str] | None = None) -> None:
             tenant_id = row.tenant_id
         if args.history:
             store_history(sessions, tenant_id, args.history)
-        stack.start_web()
+        stack.start_web(args.web_workers, args.web_threads)
         results = run(stack, key, args)
         results["database"] = stack.env["DATABASE_URL"].split(":", 1)[0]
         results["history"] = args.history
+        results["web"] = f"{args.web_workers} processes x {args.web_threads} threads"
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
         print(json.dumps(results, indent=2))
