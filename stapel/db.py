@@ -102,22 +102,27 @@ def _one_writer_at_a_time(engine: Engine, turn: FileTurn | None) -> None:
     lock instead, the next writer of the process starts as soon as the last one commits,
     and the process's writer takes the file turn among processes (FileTurn; none for an
     in-memory database). Both are taken at a transaction's first write statement (when
-    SQLite takes its own) and given back at commit or rollback.
+    SQLite takes its own) and given back once its COMMIT or ROLLBACK has run: the
+    dialect's own do_commit/do_rollback are wrapped, since SQLAlchemy's commit and
+    rollback events fire before them (a turn given back there sent the next writer into
+    SQLite's busy handler while the commit still held SQLite's lock).
     """
     lock = threading.Lock()
+    holder: list = [None]
+    """The DBAPI connection whose transaction holds the turn (one per process at a time)."""
 
-    def give_back() -> None:
+    def give_back(dbapi_conn) -> None:
+        if dbapi_conn is None or holder[0] is not dbapi_conn:
+            return
+        holder[0] = None
         if turn is not None:
             turn.give_back()
         lock.release()
 
-    def release(conn) -> None:
-        if conn.info.pop("stapel_writer", False):
-            give_back()
-
     @event.listens_for(engine, "before_cursor_execute")
-    def _take(conn, _cursor, statement, _params, _context, _many) -> None:
-        if conn.info.get("stapel_writer") or not _WRITES.match(statement):
+    def _take(_conn, cursor, statement, _params, _context, _many) -> None:
+        dbapi_conn = cursor.connection
+        if holder[0] is dbapi_conn or not _WRITES.match(statement):
             return
         deadline = time.monotonic() + WRITE_WAIT_S
         if not lock.acquire(timeout=WRITE_WAIT_S):
@@ -125,27 +130,32 @@ def _one_writer_at_a_time(engine: Engine, turn: FileTurn | None) -> None:
         if turn is not None and not turn.take(deadline):
             lock.release()
             raise _no_turn(statement)
-        conn.info["stapel_writer"] = True
+        holder[0] = dbapi_conn
 
-    for name in ("commit", "rollback"):
-        event.listen(engine, name, release)
+    dialect = engine.dialect  # the pool's too: its reset-on-return rolls back through it
+    for name in ("do_commit", "do_rollback"):
+        setattr(dialect, name, _then_give_back(getattr(dialect, name), give_back))
 
-    # A connection reset, invalidated or closed by the pool ends its transaction too.
-    def release_record(record) -> None:
-        if record.info.pop("stapel_writer", False):
-            give_back()
-
-    @event.listens_for(engine.pool, "reset")
-    def _reset(_dbapi_conn, record, _state) -> None:
-        release_record(record)
-
+    # A connection invalidated or closed by the pool ends its transaction too.
     @event.listens_for(engine.pool, "invalidate")
-    def _invalidate(_dbapi_conn, record, _exception) -> None:
-        release_record(record)
+    def _invalidate(dbapi_conn, _record, _exception) -> None:
+        give_back(dbapi_conn)
 
     @event.listens_for(engine.pool, "close")
-    def _close(_dbapi_conn, record) -> None:
-        release_record(record)
+    def _close(dbapi_conn, _record) -> None:
+        give_back(dbapi_conn)
+
+
+def _then_give_back(end: Callable, give_back: Callable) -> Callable:
+    """Wrap a dialect's do_commit or do_rollback: end the transaction, then the turn."""
+
+    def ended(connection) -> None:
+        try:
+            end(connection)
+        finally:
+            give_back(getattr(connection, "dbapi_connection", connection))
+
+    return ended
 
 
 def _no_turn(statement: str) -> OperationalError:

@@ -5,10 +5,12 @@ commits."""
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 import threading
+import time
 
 import pytest
-from sqlalchemy import insert, select, update
+from sqlalchemy import event, insert, select, update
 from sqlalchemy.exc import OperationalError
 
 from stapel import db
@@ -145,3 +147,41 @@ def test_the_migrations_build_the_tables_the_code_declares(kind, tmp_path, reque
     finally:
         engine.dispose()
     assert diff == []
+
+
+def test_the_next_writer_starts_after_the_last_commit_has_run(sqlite_sessions, monkeypatch):
+    """SQLAlchemy's commit event fires before the COMMIT: a turn given back there let the
+    next writer meet SQLite's lock, still held, and sleep in SQLite's busy handler."""
+    monkeypatch.setattr(db, "WRITE_WAIT_S", 30)
+    engine = sqlite_sessions.kw["bind"]
+    path = engine.url.database
+    commit = engine.dialect.do_commit
+    committing = threading.Event()
+
+    def slow_commit(connection) -> None:  # widens the window between the event and COMMIT
+        committing.set()
+        time.sleep(0.2)
+        commit(connection)
+
+    monkeypatch.setattr(engine.dialect, "do_commit", slow_commit)
+    seen: list[int] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _look(_conn, _cursor, statement, *_args) -> None:  # runs once the turn is taken
+        if threading.current_thread().name == "second" and statement.startswith("INSERT"):
+            with sqlite3.connect(path) as other:
+                seen.append(other.execute("SELECT count(*) FROM tenants").fetchone()[0])
+
+    def second() -> None:
+        committing.wait(10)
+        with sqlite_sessions() as s:
+            add_tenant(s, "b")
+            s.commit()
+
+    thread = threading.Thread(target=second, name="second")
+    thread.start()
+    with sqlite_sessions() as first:
+        add_tenant(first, "a")
+        first.commit()
+    thread.join()
+    assert seen == [1], "the second writer began before the first one's COMMIT had run"
