@@ -9,8 +9,9 @@ watchdog's repair of a job whose chunks have all ended, a cancel).
 from __future__ import annotations
 
 import logging
+from typing import cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from stapel.callbacks import on_final
@@ -58,22 +59,28 @@ def end_if_done(
     return Status.FAILED if fail(session, job_id, reason) else None
 
 
-def succeed(session: Session, job_id: str) -> bool:
-    """Mark an active job succeeded (its callback becomes due); True if this call did."""
-    return (
-        affected(
-            session,
-            update(Job)
-            .where(Job.id == job_id, Job.status.in_(ACTIVE))
-            .values(
-                status=Status.SUCCEEDED,
-                finished_at=db_now(),
-                segments_done=Job.segments_total,
-                **on_final(),
-            ),
-        )
-        == 1
+_JOBS = cast(Table, Job.__table__)
+# Built once, on the table: the ORM's bulk UPDATE (session.execute(update(Job)...)) built,
+# hashed and evaluated it per call, 8% of a worker's Python time in many small jobs.
+_SUCCEED = (
+    update(_JOBS)
+    .where(_JOBS.c.id == bindparam("ending_job"), _JOBS.c.status.in_(ACTIVE))
+    .values(
+        status=Status.SUCCEEDED,
+        finished_at=db_now(),
+        segments_done=_JOBS.c.segments_total,
+        **on_final(),
     )
+)
+
+
+def succeed(session: Session, job_id: str) -> bool:
+    """Mark an active job succeeded (its callback becomes due); True if this call did.
+
+    A Core statement on the session's connection: a Job object the session holds is
+    not refreshed (no caller reads one after).
+    """
+    return session.connection().execute(_SUCCEED, {"ending_job": job_id}).rowcount == 1
 
 
 def fail(session: Session, job_id: str, reason: str) -> bool:
