@@ -124,8 +124,8 @@ def _lose_db_after_commit(stack, proxy, monkeypatch) -> dict:
     """
     real_send = dispatch.send_chunk
 
-    def send_then_lose_db(celery, message, task_id):
-        sent = real_send(celery, message, task_id)
+    def send_then_lose_db(celery, message, task_id, pending=None):
+        sent = real_send(celery, message, task_id, pending=pending)
         proxy.cut()
         return sent
 

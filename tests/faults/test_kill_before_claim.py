@@ -41,7 +41,7 @@ def test_worker_killed_between_delivery_and_claim(
 ):
     stack = make_stack()
     (first,) = stack.start("a", concurrency=1, beat=False)
-    monkeypatch.setattr("stapel.dispatch.send_chunk", lambda celery, message, task_id: False)
+    monkeypatch.setattr("stapel.dispatch.send_chunk", lambda *_args, **_kwargs: False)
     ids = stack.submit([100, 100, 100])
     client = redis_lib.Redis.from_url(stack.redis_url)
     with fault_engine.connect() as conn:

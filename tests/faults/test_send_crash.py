@@ -20,7 +20,7 @@ def test_job_committed_but_never_sent_is_sent_by_the_watchdog(
     stack = make_stack()
     stack.start("a")
     # the crash: the rows are committed, then the process dies before send_task
-    monkeypatch.setattr("stapel.dispatch.send_chunk", lambda celery, message, task_id: False)
+    monkeypatch.setattr("stapel.dispatch.send_chunk", lambda *_args, **_kwargs: False)
     ids = stack.submit([200, 200, 200])
     crashed_at = time.monotonic()
     with stack.sessions() as s:
