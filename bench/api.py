@@ -29,10 +29,11 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import requests
-from sqlalchemy import insert, update
+from sqlalchemy import func, insert, select, update
 
 from bench.stack import ROOT, Stack, cpu_seconds
 from stapel.db import make_engine, make_session_factory
@@ -42,10 +43,18 @@ from stapel.tables import Job, new_id, utcnow
 RESULTS = ROOT / "bench" / "results"
 
 POST_LUA = """
+-- wrk runs one Lua state per thread, each with the same random seed: the thread's own
+-- number (set from setup) keeps their Idempotency-Keys apart, or half the POSTs would be
+-- replays of the other thread's (the bench before 2026-12-04).
+local threads = 0
+setup = function(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
 counter = 0
 request = function()
   counter = counter + 1
-  local key = string.format("bench-%d-%d-%d", os.time(), math.random(1e9), counter)
+  local key = string.format("bench-%s-%d-%d-%d", run, tid, counter, math.random(1e9))
   wrk.headers["Idempotency-Key"] = key
   return wrk.format("POST", "/v1/jobs")
 end
@@ -55,6 +64,7 @@ end
 def wrk(url: str, key: str, connections: int, seconds: int, script: str, body: str) -> dict:
     """Run wrk against url; return requests/s, latency percentiles (ms) and non-2xx."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(f'run = "{uuid.uuid4().hex[:12]}"\n')
         f.write(script)
         f.write(f'wrk.headers["Authorization"] = "Bearer {key}"\n')
         if body:
@@ -64,7 +74,7 @@ def wrk(url: str, key: str, connections: int, seconds: int, script: str, body: s
         [
             "wrk",
             "-t",
-            "2",
+            str(min(2, connections)),  # wrk wants a connection per thread at least
             "-c",
             str(connections),
             "-d",
@@ -80,6 +90,7 @@ def wrk(url: str, key: str, connections: int, seconds: int, script: str, body: s
     ).stdout
     return {
         "connections": connections,
+        "requests": int(re.search(r"(\d+) requests in", out).group(1)),
         "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
         "p50_ms": _latency(out, "50%"),
         "p99_ms": _latency(out, "99%"),
@@ -184,13 +195,21 @@ def run(stack: Stack, key: str, args) -> dict:
             ("post", f"{url}/v1/jobs", POST_LUA, body),
             ("get", f"{url}{job['links']['self']}", "", ""),
         ):
-            before, started = web_cpu(stack), time.monotonic()
+            before, started, stored = web_cpu(stack), time.monotonic(), jobs_stored(sessions)
             with Finisher(sessions, args.finish_every if kind == "post" else 0):
                 row = wrk(target, key, connections, args.seconds, script, payload)
             row["web_cores"] = round((web_cpu(stack) - before) / (time.monotonic() - started), 2)
+            if kind == "post":  # every POST a new job: a replay would be another request
+                row["jobs_stored"] = jobs_stored(sessions) - stored
             rows[kind].append(row)
             print(kind, row, flush=True)
     return rows
+
+
+def jobs_stored(sessions) -> int:
+    """Return how many jobs the database holds."""
+    with sessions() as s:
+        return s.scalar(select(func.count()).select_from(Job))
 
 
 def finish_queued(sessions) -> None:
