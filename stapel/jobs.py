@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Connection, Table, bindparam, insert, inspect, select, update
+from sqlalchemy import Connection, Row, Table, bindparam, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 
@@ -347,6 +347,25 @@ _TENANT_JOB = select(Job).where(Job.id == bindparam("job"), Job.tenant_id == bin
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
     """Return the tenant's job, or raise NotFound (also for another tenant's job)."""
     job = session.scalar(_TENANT_JOB, {"job": job_id, "tenant": tenant_id})
+    if job is None:
+        raise NotFound(f"no job with id {job_id!r}")
+    return job
+
+
+# Every column under its Job attribute's name (the column `metadata` is `meta`).
+_TENANT_JOB_ROW = select(*(column.label(attr) for attr, column in _JOB_COLUMNS)).where(
+    Job.id == bindparam("job"), Job.tenant_id == bindparam("tenant")
+)
+
+
+def read_job(session: Session, tenant_id: str, job_id: str) -> Row:
+    """Return the tenant's job as a read-only row with Job's attribute names; NotFound as get_job.
+
+    A Core select on the session's connection: a status read has no use for an ORM
+    object, whose loading was a third of the read's CPU.
+    """
+    row = session.connection().execute(_TENANT_JOB_ROW, {"job": job_id, "tenant": tenant_id})
+    job = row.first()
     if job is None:
         raise NotFound(f"no job with id {job_id!r}")
     return job

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from flask import Response, g, jsonify, request, stream_with_context
+from sqlalchemy import Row
 
 from app.api.blueprints import v1
 from app.api.parsing import Limits, idempotency_key, parse_json
@@ -33,8 +34,8 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def job_json(job: Job) -> dict:
-    """Return the public representation of a job."""
+def job_json(job: Job | Row) -> dict:
+    """Return the public representation of a job (an object, or a row of jobs.read_job)."""
     return {
         "id": job.id,
         "status": job.status,
@@ -122,7 +123,7 @@ def create_job():
 @v1.get("/jobs/<job_id>")
 def get_job(job_id: str):
     """Return a job's status and progress."""
-    return jsonify(job_json(jobs.get_job(db_session(), g.tenant_id, job_id)))
+    return jsonify(job_json(jobs.read_job(db_session(), g.tenant_id, job_id)))
 
 
 @v1.post("/jobs/<job_id>/cancel")

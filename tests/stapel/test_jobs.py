@@ -262,6 +262,24 @@ def test_get_job_is_tenant_scoped(any_session):
         jobs.get_job(any_session, other, job.id)
 
 
+def test_read_job_is_the_stored_job_and_tenant_scoped(any_session):
+    tenant, job = make_job(any_session, n=3, metadata={"ticket": 7})
+    any_session.execute(
+        update(Job).where(Job.id == job.id).values(segments_done=2, status="running")
+    )
+    any_session.commit()
+    any_session.expire_all()
+    stored = jobs.get_job(any_session, tenant, job.id)
+    row = jobs.read_job(any_session, tenant, job.id)
+    assert row.segments_done == 2 and row.status == "running"
+    assert {attr: getattr(row, attr) for attr, _ in jobs._JOB_COLUMNS} == {
+        attr: getattr(stored, attr) for attr, _ in jobs._JOB_COLUMNS
+    }
+    other = get_or_create_tenant(any_session, "globex").id
+    with pytest.raises(NotFound):
+        jobs.read_job(any_session, other, job.id)
+
+
 def test_idempotency_returns_first_job(any_session):
     tenant, job = make_job(any_session, idempotency_key="k1")
     again, created = jobs.create_job(
