@@ -5,7 +5,11 @@ from __future__ import annotations
 import logging
 import uuid
 
-from tests.factories import job_body, sentences
+import pytest
+from limits import parse
+
+from app.limits import KEY_PREFIX, LEASE_MAX, RateLimited, RateLimiter
+from tests.factories import job_body, sentences, wait_for
 from tests.security.conftest import key_for
 
 
@@ -104,19 +108,73 @@ def command_calls(app) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): row["calls"] for name, row in stats.items()}
 
 
-def test_a_limited_read_costs_one_redis_round_trip(make_app):
-    app = make_app(rate_read="100/minute")
+def test_reads_take_the_limit_from_redis_in_leases_not_one_round_trip_each(make_app):
+    app = make_app(rate_read="1600/minute")  # leases of LEASE_MAX (16) hits
     client, acme = app.test_client(), key_for(app, "acme")
     job = client.post("/v1/jobs", headers=acme, json=job_body()).get_json()
-    assert client.get(job["links"]["self"], headers=acme).status_code == 200  # key now known
+    assert client.get(job["links"]["self"], headers=acme).status_code == 200  # 1 of a lease
     before = command_calls(app)
-    response = client.get(job["links"]["self"], headers=acme)
+    for _ in range(LEASE_MAX - 1):
+        assert client.get(job["links"]["self"], headers=acme).status_code == 200
+    spent = command_calls(app)
+    response = client.get(job["links"]["self"], headers=acme)  # the next lease
     after = command_calls(app)
-    assert response.status_code == 200
-    ran = {name: n - before.get(name, 0) for name, n in after.items() if n != before.get(name)}
+    ran = {name: n - before.get(name, 0) for name, n in spent.items() if n != before.get(name)}
     ran.pop("info")  # the call that read the counts
-    # one script: the window's counter raised with its expiry (its INCRBY counts apart);
-    # no read of the window's count and expiry (the X-RateLimit headers cost those two)
+    assert ran == {}, "the rest of the lease is spent without Redis"
+    ran = {name: n - spent.get(name, 0) for name, n in after.items() if n != spent.get(name)}
+    ran.pop("info")
+    # one script: the window's counter raised by the lease, its time left read back
     assert ran.pop("evalsha", 0) + ran.pop("eval", 0) == 1, ran
-    assert set(ran) <= {"incrby", "expire"}, ran
+    assert set(ran) <= {"incrby", "pttl", "expire"}, ran
+    assert response.status_code == 200
     assert not any(name.startswith("X-RateLimit") for name, _ in response.headers.items())
+
+
+def hits_served(limiters, item, scope="read", key="tenant:acme"):
+    """Ask the limiters in turn until each refuses twice in a row; return how many were served."""
+    served, refused = 0, {id(limiter): 0 for limiter in limiters}
+    while min(refused.values()) < 2:
+        for limiter in limiters:
+            try:
+                limiter.check([item], scope, key)
+            except RateLimited:
+                refused[id(limiter)] += 1
+            else:
+                served += 1
+                refused[id(limiter)] = 0
+    return served
+
+
+@pytest.mark.parametrize("amount", [3, 40, 1000])
+def test_processes_sharing_a_window_serve_exactly_its_limit(redis_client, redis_url, amount):
+    # three web processes' limiters, each taking leases of its own
+    limiters = [RateLimiter(redis_url) for _ in range(3)]
+    item = parse(f"{amount}/hour")
+    assert hits_served(limiters, item) == amount, "never more, and no hit lost in a lease"
+    assert hits_served(limiters, item, key="tenant:globex") == amount, "another tenant's own"
+
+
+def test_a_lease_never_outlives_its_window(redis_client, redis_url):
+    item = parse("320/5 seconds")  # leases of 16
+    first, second = RateLimiter(redis_url), RateLimiter(redis_url)
+    first.check([item], "read", "tenant:acme")  # takes a lease, keeps 15 hits of it
+    window = f"{KEY_PREFIX}:{item.key_for('read', 'tenant:acme')}"
+    assert redis_client.get(window) == b"16"
+    wait_for(lambda: not redis_client.exists(window), 15, what="the window to end")
+    # the new window starts now: the 15 hits left of the old lease must not be spent in it
+    assert hits_served([first, second], item) == 320
+
+
+def test_a_process_that_saw_its_window_full_refuses_without_redis(make_app):
+    app = make_app(rate_read="2/minute")
+    client, acme = app.test_client(), key_for(app, "acme")
+    for _ in range(2):
+        assert client.get("/v1/jobs", headers=acme).status_code == 200
+    assert client.get("/v1/jobs", headers=acme).status_code == 429
+    before = command_calls(app)
+    for _ in range(20):
+        refused = client.get("/v1/jobs", headers=acme)
+        assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 60
+    ran = {name: n - before.get(name, 0) for name, n in command_calls(app).items()}
+    assert ran.get("evalsha", 0) + ran.get("eval", 0) == 0, ran
