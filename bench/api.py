@@ -70,7 +70,24 @@ def wrk(url: str, key: str, connections: int, seconds: int, script: str, body: s
         if body:
             f.write('wrk.headers["Content-Type"] = "application/json"\n')
             f.write(f"wrk.body = {json.dumps(body)}\n")
-    out = subprocess.run(
+    try:
+        out = _run_wrk(f.name, url, connections, seconds)
+    finally:
+        Path(f.name).unlink()
+    return {
+        "connections": connections,
+        "requests": int(re.search(r"(\d+) requests in", out).group(1)),
+        "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+        "p50_ms": _latency(out, "50%"),
+        "p99_ms": _latency(out, "99%"),
+        "non_2xx": int(m.group(1)) if (m := re.search(r"Non-2xx.*?:\s+(\d+)", out)) else 0,
+        "errors": "Socket errors" in out,
+    }
+
+
+def _run_wrk(script: str, url: str, connections: int, seconds: int) -> str:
+    """Run wrk with the Lua script; return its report."""
+    return subprocess.run(
         [
             "wrk",
             "-t",
@@ -81,22 +98,13 @@ def wrk(url: str, key: str, connections: int, seconds: int, script: str, body: s
             f"{seconds}s",
             "--latency",
             "-s",
-            f.name,
+            script,
             url,
         ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    return {
-        "connections": connections,
-        "requests": int(re.search(r"(\d+) requests in", out).group(1)),
-        "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
-        "p50_ms": _latency(out, "50%"),
-        "p99_ms": _latency(out, "99%"),
-        "non_2xx": int(m.group(1)) if (m := re.search(r"Non-2xx.*?:\s+(\d+)", out)) else 0,
-        "errors": "Socket errors" in out,
-    }
 
 
 def _latency(out: str, pct: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from alembic.config import Config
 
 from stapel.broker import make_celery
 from stapel.embedded_redis import reachable, start_server, wait_until_reachable
+from stapel.metrics import MULTIPROC_ENV
 from stapel.settings import ROOT, Settings
 from workers.command import worker_command
 
@@ -118,7 +120,11 @@ class Stack:
         return proc
 
     def start_web(self, workers: int = 2, threads: int = 4) -> None:
-        """Start gunicorn as the Procfile does (2 processes x 4 threads, a socket each); wait."""
+        """Start gunicorn as the Procfile does (2 processes x 4 threads, a socket each, an
+        access log line per request, the metrics in multiprocess files); wait."""
+        metrics = self.workdir / "prometheus-web"
+        shutil.rmtree(metrics, ignore_errors=True)
+        metrics.mkdir()
         self._spawn(
             "web",
             [
@@ -132,8 +138,11 @@ class Stack:
                 "--threads",
                 str(threads),
                 "--reuse-port",
+                "--access-logfile",
+                "-",
                 "app:create_app()",
             ],
+            {**self.env, MULTIPROC_ENV: str(metrics)},
         )
         wait(lambda: requests.get(self.url + "/readyz", timeout=2).ok, 60, "web ready")
 
