@@ -140,6 +140,8 @@ class Stack:
                 "--reuse-port",
                 "--access-logfile",
                 "-",
+                "--logger-class",
+                "app.access_log.AccessLogger",
                 "app:create_app()",
             ],
             {**self.env, MULTIPROC_ENV: str(metrics)},

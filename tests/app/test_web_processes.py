@@ -21,6 +21,10 @@ from tests.factories import wait_for
 
 CONNECTIONS = 16
 """All 16 on one of 2 processes by chance: 2 x 2^-16."""
+ACCESS_LINE = re.compile(
+    r'^127\.0\.0\.1 - - \[[^]]+\] "GET /healthz HTTP/1\.1" 200 \d+ "-" "-"$',
+    re.M,
+)
 
 
 def procfile_web_line() -> str:
@@ -109,6 +113,12 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
         }
         assert sum(served.values()) == CONNECTIONS, served
         assert all(served.values()), f"a web process got no connection: {served}"
+        # the access log: a combined-format line per request (app.access_log.AccessLogger)
+        wait_for(
+            lambda: len(ACCESS_LINE.findall((tmp_path / "web.log").read_text())) > CONNECTIONS,
+            timeout=10,
+            what="an access log line per request",
+        )
     finally:
         for conn in conns:
             conn.close()
