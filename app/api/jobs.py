@@ -123,7 +123,9 @@ def create_job():
 @v1.get("/jobs/<job_id>")
 def get_job(job_id: str):
     """Return a job's status and progress."""
-    return jsonify(job_json(jobs.read_job(db_session(), g.tenant_id, job_id)))
+    with stapel().engine.connect() as conn:  # one select: no session to open and close
+        job = jobs.read_job(conn, g.tenant_id, job_id)
+    return jsonify(job_json(job))
 
 
 @v1.post("/jobs/<job_id>/cancel")

@@ -270,14 +270,14 @@ def test_read_job_is_the_stored_job_and_tenant_scoped(any_session):
     any_session.commit()
     any_session.expire_all()
     stored = jobs.get_job(any_session, tenant, job.id)
-    row = jobs.read_job(any_session, tenant, job.id)
+    row = jobs.read_job(any_session.connection(), tenant, job.id)
     assert row.segments_done == 2 and row.status == "running"
     assert {attr: getattr(row, attr) for attr, _ in jobs._JOB_COLUMNS} == {
         attr: getattr(stored, attr) for attr, _ in jobs._JOB_COLUMNS
     }
     other = get_or_create_tenant(any_session, "globex").id
     with pytest.raises(NotFound):
-        jobs.read_job(any_session, other, job.id)
+        jobs.read_job(any_session.connection(), other, job.id)
 
 
 def test_idempotency_returns_first_job(any_session):
