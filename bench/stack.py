@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 import requests
 from alembic import command
 from alembic.config import Config
+from honcho.environ import parse_procfile
 
 from stapel.broker import make_celery
 from stapel.embedded_redis import reachable, start_server, wait_until_reachable
@@ -81,6 +83,18 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
+def procfile_gunicorn_args(values: dict[str, str]) -> list[str]:
+    """Return the gunicorn arguments of the Procfile's web role, with the values of the
+    options in `values` replaced: the benches run the web as production does (the
+    access log, --reuse-port, the logger class), and a flag added there reaches them."""
+    command = parse_procfile((ROOT / "Procfile").read_text()).processes["web"]
+    words = shlex.split(command)
+    args = words[words.index("gunicorn") + 1 :]
+    for option, value in values.items():
+        args[args.index(option) + 1] = value
+    return args
+
+
 class Stack:
     """Starts the processes; stop() ends them all."""
 
@@ -120,30 +134,18 @@ class Stack:
         return proc
 
     def start_web(self, workers: int = 2, threads: int = 4) -> None:
-        """Start gunicorn as the Procfile does (2 processes x 4 threads, a socket each, an
-        access log line per request, the metrics in multiprocess files); wait."""
+        """Start gunicorn with the Procfile's web arguments (its bind, processes and threads
+        replaced), the metrics in multiprocess files as the Procfile keeps them; wait."""
         metrics = self.workdir / "prometheus-web"
         shutil.rmtree(metrics, ignore_errors=True)
         metrics.mkdir()
+        bind = f"127.0.0.1:{self.port}"
+        args = procfile_gunicorn_args(
+            {"--bind": bind, "--workers": str(workers), "--threads": str(threads)}
+        )
         self._spawn(
             "web",
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "--bind",
-                f"127.0.0.1:{self.port}",
-                "--workers",
-                str(workers),
-                "--threads",
-                str(threads),
-                "--reuse-port",
-                "--access-logfile",
-                "-",
-                "--logger-class",
-                "app.access_log.AccessLogger",
-                "app:create_app()",
-            ],
+            [sys.executable, "-m", "gunicorn", *args],
             {**self.env, MULTIPROC_ENV: str(metrics)},
         )
         wait(lambda: requests.get(self.url + "/readyz", timeout=2).ok, 60, "web ready")
