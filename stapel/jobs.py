@@ -352,9 +352,9 @@ def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
     return job
 
 
-# Every column under its Job attribute's name (the column `metadata` is `meta`).
-_TENANT_JOB_ROW = select(*(column.label(attr) for attr, column in _JOB_COLUMNS)).where(
-    Job.id == bindparam("job"), Job.tenant_id == bindparam("tenant")
+# _TENANT_JOB's filter, every column under its Job attribute's name (`metadata` is `meta`).
+_TENANT_JOB_ROW = _TENANT_JOB.with_only_columns(
+    *(column.label(attr) for attr, column in _JOB_COLUMNS)
 )
 
 
