@@ -108,6 +108,13 @@ def command_calls(app) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): row["calls"] for name, row in stats.items()}
 
 
+def commands_between(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The calls per command from one command_calls to the next, less the INFO that read them."""
+    ran = {name: n - before.get(name, 0) for name, n in after.items() if n != before.get(name)}
+    ran.pop("info")
+    return ran
+
+
 def test_reads_take_the_limit_from_redis_in_leases_not_one_round_trip_each(make_app):
     app = make_app(rate_read="1600/minute")  # leases of LEASE_MAX (16) hits
     client, acme = app.test_client(), key_for(app, "acme")
@@ -119,11 +126,8 @@ def test_reads_take_the_limit_from_redis_in_leases_not_one_round_trip_each(make_
     spent = command_calls(app)
     response = client.get(job["links"]["self"], headers=acme)  # the next lease
     after = command_calls(app)
-    ran = {name: n - before.get(name, 0) for name, n in spent.items() if n != before.get(name)}
-    ran.pop("info")  # the call that read the counts
-    assert ran == {}, "the rest of the lease is spent without Redis"
-    ran = {name: n - spent.get(name, 0) for name, n in after.items() if n != spent.get(name)}
-    ran.pop("info")
+    assert commands_between(before, spent) == {}, "the rest of the lease is spent without Redis"
+    ran = commands_between(spent, after)
     # one script: the window's counter raised by the lease, its time left read back
     assert ran.pop("evalsha", 0) + ran.pop("eval", 0) == 1, ran
     assert set(ran) <= {"incrby", "pttl", "expire"}, ran
@@ -176,5 +180,5 @@ def test_a_process_that_saw_its_window_full_refuses_without_redis(make_app):
     for _ in range(20):
         refused = client.get("/v1/jobs", headers=acme)
         assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 60
-    ran = {name: n - before.get(name, 0) for name, n in command_calls(app).items()}
+    ran = commands_between(before, command_calls(app))
     assert ran.get("evalsha", 0) + ran.get("eval", 0) == 0, ran
