@@ -2,10 +2,15 @@
 # The throughput table of bench/throughput.py on a GPU (made for a lent H200): one
 # command, under 8 minutes. Needs the project's virtualenv (`make install`) and the
 # CUDA build of CTranslate2 that the ctranslate2 wheel ships; builds the
-# Transformer-base benchmark model into .cache/models/ on first use.
+# Transformer-base benchmark model into .cache/models/ on first use. PYTHON=... runs it
+# with another interpreter that has the runtime set (a GPU machine's own Python with the
+# wheels carried there, say) instead of the project's virtualenv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/python ] || make install
-exec .venv/bin/python -m bench.throughput --name gpu --device cuda \
-  --batch-tokens 16384 --concurrency 128 --docs 200 --big 20000 --naive 200 \
-  --latency-samples 30 --rss-segments 200000 "$@"
+if [ -z "${PYTHON:-}" ]; then
+  [ -x .venv/bin/python ] || make install
+  PYTHON=.venv/bin/python
+fi
+exec "$PYTHON" -m bench.throughput --name gpu --device cuda \
+  --batch-tokens 16384 --batch-memory-tokens 65536 --web-processes 8 --concurrency 128 \
+  --docs 200 --big 20000 --naive 200 --latency-samples 30 --rss-segments 200000 "$@"

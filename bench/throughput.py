@@ -35,8 +35,9 @@ from sqlalchemy import create_engine, text
 from bench.stack import Stack, cpu_seconds, free_port, rss_peak_kib, thread_cpu_seconds, wait
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
+from stapel.settings import Settings
 from training.random_model import build_base, pseudo_corpus
-from workers.engine import pick_parallel
+from workers.engine import pick_compute_type, pick_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_DIR = ROOT / ".cache" / "models"
@@ -72,15 +73,15 @@ def raw_rate(path: Path, texts: list[str], args) -> float:
     """Segments/s of CTranslate2 alone: tokenize, one translate_batch, detokenize.
 
     The translator has the worker's threads, split the worker's way (batches at once x
-    threads each): CTranslate2 cuts the one call into token-budget batches and runs
-    them on its parallel translators itself.
+    threads each), and the worker's compute type: CTranslate2 cuts the one call into
+    token-budget batches and runs them on its parallel translators itself.
     """
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
     parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
     translator = ctranslate2.Translator(
         str(path),
         device=args.device,
-        compute_type="auto",
+        compute_type=pick_compute_type(args.device, "auto"),
         inter_threads=parallel,
         intra_threads=intra,
     )
@@ -116,7 +117,10 @@ def naive_rate(path: Path, texts: list[str], args) -> float:
     translator using all the threads for each call: the fastest way to run one)."""
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
     translator = ctranslate2.Translator(
-        str(path), device=args.device, compute_type="auto", intra_threads=args.threads
+        str(path),
+        device=args.device,
+        compute_type=pick_compute_type(args.device, "auto"),
+        intra_threads=args.threads,
     )
     started = time.perf_counter()
     for t in texts:
@@ -128,6 +132,12 @@ def naive_rate(path: Path, texts: list[str], args) -> float:
         )
         sp.decode(r[0].hypotheses[0])
     return len(texts) / (time.perf_counter() - started)
+
+
+def progress(what: str, values: list[float]) -> None:
+    """Print a figure as soon as it is measured: a run cut off by a time limit (a lent
+    GPU's) still reports what it reached."""
+    print(f"  {what}: " + ", ".join(f"{v:.1f}" for v in values), flush=True)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -370,6 +380,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--decode", type=int, default=40, help="output tokens per segment")
     parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument(
+        "--batch-memory-tokens",
+        type=int,
+        default=Settings.from_env({}).batch_memory_tokens,
+        help="STAPEL_BATCH_MEMORY_TOKENS for the worker (raw has no such bound)",
+    )
+    parser.add_argument(
+        "--web-processes", type=int, default=2, help="gunicorn processes of the web"
+    )
     parser.add_argument("--docs", type=int, default=200)
     parser.add_argument("--big", type=int, default=BIG_SEGMENTS)
     parser.add_argument("--naive", type=int, default=200)
@@ -407,15 +426,20 @@ def main(argv: list[str] | None = None) -> None:
         "threads": args.threads,
         "parallel_batches": pick_parallel(args.device, args.threads, args.parallel_batches)[0],
         "decode_tokens": args.decode,
+        "batch_tokens": args.batch_tokens,
+        "batch_memory_tokens": args.batch_memory_tokens,
+        "web_processes": args.web_processes,
         "ctranslate2": ctranslate2.__version__,
         "rows": {},
     }
     print("raw CTranslate2 ...", flush=True)
     raw_small_runs = sorted(raw_rate(path, small_texts, args) for _ in range(args.repeat))
     raw_small = raw_small_runs[len(raw_small_runs) // 2]
+    progress("raw on the small-job segments, segments/s", raw_small_runs)
     if not args.small_only:
         raw_big = raw_rate(path, big, args)
         naive = naive_rate(path, big[: args.naive], args)
+        progress("raw on the big job, naive, segments/s", [raw_big, naive])
 
     workdir = Path(tempfile.mkdtemp(prefix="stapel-bench-"))
     stack = Stack(
@@ -423,13 +447,14 @@ def main(argv: list[str] | None = None) -> None:
         {
             **stack_env(args),
             "STAPEL_MAX_SEGMENTS": str(max(args.rss_segments, args.big)),
+            "STAPEL_BATCH_MEMORY_TOKENS": str(args.batch_memory_tokens),
             "STAPEL_MAX_BODY_BYTES": str(512 * 1024 * 1024),
             "STAPEL_FAIR_SHARE_STEP": "0",
             "STAPEL_QUOTA_JOBS_IN_FLIGHT": "100000",
         },
     )
     try:
-        stack.start_web()
+        stack.start_web(workers=args.web_processes)
         metrics_port = free_port()
         stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(metrics_port)})
         probe = WorkerProbe(
@@ -446,11 +471,14 @@ def main(argv: list[str] | None = None) -> None:
             key=lambda run: run["seconds"],
         )
         small = runs[len(runs) // 2]
+        progress("many small, segments/s", [r["segments"] / r["seconds"] for r in runs])
         if not args.small_only:
             print("one big ...", flush=True)
             large = probe.during(one_big, client, big)
+            progress("one big, segments/s", [large["segments"] / large["seconds"]])
             print("idle latency ...", flush=True)
             latency = idle_latency(client, singles)
+            progress("idle one-segment p50/p99 ms", [latency["p50_ms"], latency["p99_ms"]])
             print("peak RSS during a huge job ...", flush=True)
             rss = rss_during_huge_job(client, stack, pseudo_corpus(args.rss_segments, seed=9), 3)
     finally:
