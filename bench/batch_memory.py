@@ -22,9 +22,8 @@ import resource
 import time
 
 from bench.throughput import MODEL_DIR, PAIR, bench_model
-from stapel.settings import Settings
 from training.random_model import pseudo_corpus
-from workers.engine import Engine
+from workers.engine import BATCH_LIMITS, Engine
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -35,8 +34,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--memory-tokens",
         type=int,
-        default=Settings.from_env({}).batch_memory_tokens,
-        help="0: no bound (default: the worker's)",
+        default=BATCH_LIMITS["cpu"][1],
+        help="0: no bound (default: a CPU worker's)",
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(

@@ -12,5 +12,5 @@ if [ -z "${PYTHON:-}" ]; then
   PYTHON=.venv/bin/python
 fi
 exec "$PYTHON" -m bench.throughput --name gpu --device cuda \
-  --batch-tokens 16384 --batch-memory-tokens 65536 --web-processes 8 --concurrency 128 \
+  --batch-tokens 16384 --web-processes 8 --concurrency 128 \
   --docs 200 --big 20000 --naive 200 --latency-samples 30 --rss-segments 200000 "$@"

@@ -35,9 +35,8 @@ from sqlalchemy import create_engine, text
 from bench.stack import Stack, cpu_seconds, free_port, rss_peak_kib, thread_cpu_seconds, wait
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
-from stapel.settings import Settings
 from training.random_model import build_base, pseudo_corpus
-from workers.engine import pick_compute_type, pick_parallel
+from workers.engine import pick_batch_limits, pick_compute_type, pick_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_DIR = ROOT / ".cache" / "models"
@@ -383,8 +382,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--batch-memory-tokens",
         type=int,
-        default=Settings.from_env({}).batch_memory_tokens,
-        help="STAPEL_BATCH_MEMORY_TOKENS for the worker (raw has no such bound)",
+        default=None,
+        help="STAPEL_BATCH_MEMORY_TOKENS for the worker (default: the device's; raw has "
+        "no such bound)",
     )
     parser.add_argument(
         "--web-processes", type=int, default=2, help="gunicorn processes of the web"
@@ -427,7 +427,9 @@ def main(argv: list[str] | None = None) -> None:
         "parallel_batches": pick_parallel(args.device, args.threads, args.parallel_batches)[0],
         "decode_tokens": args.decode,
         "batch_tokens": args.batch_tokens,
-        "batch_memory_tokens": args.batch_memory_tokens,
+        "batch_memory_tokens": pick_batch_limits(
+            args.device, args.batch_tokens, args.batch_memory_tokens
+        )[1],
         "web_processes": args.web_processes,
         "ctranslate2": ctranslate2.__version__,
         "rows": {},
@@ -447,10 +449,10 @@ def main(argv: list[str] | None = None) -> None:
         {
             **stack_env(args),
             "STAPEL_MAX_SEGMENTS": str(max(args.rss_segments, args.big)),
-            "STAPEL_BATCH_MEMORY_TOKENS": str(args.batch_memory_tokens),
             "STAPEL_MAX_BODY_BYTES": str(512 * 1024 * 1024),
             "STAPEL_FAIR_SHARE_STEP": "0",
             "STAPEL_QUOTA_JOBS_IN_FLIGHT": "100000",
+            "STAPEL_BATCH_MEMORY_TOKENS": str(results["batch_memory_tokens"]),
         },
     )
     try:

@@ -112,8 +112,9 @@ class Settings:
     parallel_batches: int = setting("STAPEL_PARALLEL_BATCHES", 0)
     max_loaded_models: int = setting("STAPEL_MAX_LOADED_MODELS", 2)
     preload: tuple[str, ...] = setting("STAPEL_PRELOAD", ())
-    batch_tokens: int = setting("STAPEL_BATCH_TOKENS", 4096)
-    batch_memory_tokens: int = setting("STAPEL_BATCH_MEMORY_TOKENS", 6144)
+    # None: the device's (workers.engine.BATCH_LIMITS).
+    batch_tokens: int | None = setting("STAPEL_BATCH_TOKENS", None)
+    batch_memory_tokens: int | None = setting("STAPEL_BATCH_MEMORY_TOKENS", None)
     batch_wait_ms: float = setting("STAPEL_BATCH_WAIT_MS", 50.0)
     worker_segments: int = setting("STAPEL_WORKER_SEGMENTS", 4000)
     defer_s: float = setting("STAPEL_DEFER_S", 2.0)

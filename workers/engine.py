@@ -71,6 +71,24 @@ def pick_device(device: str) -> str:
     return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
 
 
+BATCH_LIMITS = {"cpu": (4096, 6144), "cuda": (16384, 65536)}
+"""(token budget, memory bound) of a batch by device, where STAPEL_BATCH_TOKENS and
+STAPEL_BATCH_MEMORY_TOKENS are unset. The CPU's bound keeps a Transformer-base worker's
+RSS under 1 GiB; a GPU decodes a batch of 500 rows in about the time of one of 90, so it
+takes four budgets, and its bound (on the GPU's memory, four output tokens per budget
+token) binds only forced long outputs: the CPU's limits held an H200's one-big job to
+0.17 of raw, these to 0.51 (docs/performance.md, "GPU")."""
+
+
+def pick_batch_limits(device: str, tokens: int | None, memory: int | None) -> tuple[int, int]:
+    """Return (token budget, memory bound) per batch: the settings, or the device's."""
+    default_tokens, default_memory = BATCH_LIMITS.get(device, BATCH_LIMITS["cpu"])
+    return (
+        default_tokens if tokens is None else tokens,
+        default_memory if memory is None else memory,
+    )
+
+
 def pick_parallel(device: str, threads: int, parallel: int) -> tuple[int, int]:
     """Return (batches translated at once, threads per batch) for CTranslate2.
 

@@ -27,7 +27,7 @@ from stapel.settings import Settings, current
 from stapel.tracer import Tracer
 from stapel.withdrawals import Listener
 from workers.budget import Budget
-from workers.engine import Engine
+from workers.engine import Engine, pick_batch_limits, pick_device
 
 log = logging.getLogger(__name__)
 
@@ -105,15 +105,17 @@ class WorkerState:
 
 def build_engine(settings: Settings) -> Engine:
     """Return the translation engine the settings describe (models load on demand)."""
+    device = pick_device(settings.device)
+    tokens, memory = pick_batch_limits(device, settings.batch_tokens, settings.batch_memory_tokens)
     return Engine(
         settings.model_root,
-        device=settings.device,
+        device=device,
         compute_type=settings.compute_type,
         threads=settings.threads,
         parallel_batches=settings.parallel_batches,
         max_loaded=settings.max_loaded_models,
-        batch_tokens=settings.batch_tokens,
-        batch_memory_tokens=settings.batch_memory_tokens,
+        batch_tokens=tokens,
+        batch_memory_tokens=memory,
         batch_wait_s=settings.batch_wait_ms / 1000,
         max_decoding_length=settings.max_decoding_length,
         min_decoding_length=settings.min_decoding_length,

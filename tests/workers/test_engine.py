@@ -9,7 +9,9 @@ import pytest
 
 from stapel.exceptions import ModelUnavailable
 from stapel.model_dirs import scan
-from workers.engine import Engine, pick_compute_type, pick_parallel
+from stapel.settings import Settings
+from workers.engine import Engine, pick_batch_limits, pick_compute_type, pick_parallel
+from workers.runtime import build_engine
 
 
 @pytest.mark.parametrize(
@@ -107,6 +109,31 @@ def test_registry_skips_incomplete_and_misnamed(tmp_path, model_root):
 )
 def test_parallel_batches_and_threads_per_batch(device, threads, asked, resolved):
     assert pick_parallel(device, threads, asked) == resolved
+
+
+@pytest.mark.parametrize(
+    ("device", "tokens", "memory", "resolved"),
+    [
+        ("cpu", None, None, (4096, 6144)),  # unset: the CPU's limits
+        ("cuda", None, None, (16384, 65536)),  # unset on a GPU: four budgets, its memory
+        ("cuda", 2048, None, (2048, 65536)),  # each setting on its own
+        ("cpu", None, 0, (4096, 0)),  # 0 stays: no memory bound
+    ],
+)
+def test_batch_limits_by_device(device, tokens, memory, resolved):
+    assert pick_batch_limits(device, tokens, memory) == resolved
+
+
+def test_a_worker_takes_its_devices_batch_limits_unless_set(tmp_path):
+    def limits(env):
+        engine = build_engine(Settings.from_env({"STAPEL_MODEL_ROOT": str(tmp_path), **env}))
+        return engine.device, engine.batch_tokens, engine.batch_memory_tokens
+
+    assert limits({"STAPEL_DEVICE": "cpu"}) == ("cpu", 4096, 6144)
+    assert limits({"STAPEL_DEVICE": "cuda"}) == ("cuda", 16384, 65536)
+    assert limits(
+        {"STAPEL_DEVICE": "cuda", "STAPEL_BATCH_TOKENS": "512", "STAPEL_BATCH_MEMORY_TOKENS": "0"}
+    ) == ("cuda", 512, 0)
 
 
 def test_engine_translates_with_the_parallel_translators(model_root):
