@@ -35,11 +35,15 @@ from sqlalchemy import create_engine, text
 from bench.stack import Stack, cpu_seconds, free_port, rss_peak_kib, thread_cpu_seconds, wait
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
+from training.random_model import build as build_tiny
 from training.random_model import build_base, pseudo_corpus
 from workers.engine import pick_batch_limits, pick_compute_type, pick_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_DIR = ROOT / ".cache" / "models"
+TINY_MODEL_DIR = ROOT / ".cache" / "models-tiny"
+"""The tests' tiny random model (--tiny): translation costs almost nothing, so the rows
+measure the rest of the pipeline, as a GPU's speed leaves it to."""
 PAIR = "en-de"
 SUBMITTERS = 32
 """Client threads sending the many-small jobs at once."""
@@ -59,12 +63,18 @@ WARM_UP_DOCS = 64
 worker's task threads, DB connections and caches start cold."""
 
 
+def model_dir(args) -> Path:
+    """The model root of a bench run: the tiny model's with --tiny, else the benchmark's."""
+    return TINY_MODEL_DIR if getattr(args, "tiny", False) else MODEL_DIR
+
+
 def bench_model(args) -> Path:
-    """Build (once) the Transformer-base random model under .cache/models/en-de."""
-    path = MODEL_DIR / PAIR
+    """Build (once) the Transformer-base random model under .cache/models/en-de (the
+    tiny one under .cache/models-tiny with --tiny)."""
+    path = model_dir(args) / PAIR
     if not (path / "model.bin").exists():
         print(f"building the benchmark model into {path} ...", flush=True)
-        build_base(path)
+        build_tiny(path, seed=1) if getattr(args, "tiny", False) else build_base(path)
     return path
 
 
@@ -346,7 +356,7 @@ def stack_env(args) -> dict:
     benchmarks measure the pipeline. Every job goes to the cpu pool's one worker.
     """
     return {
-        "STAPEL_MODEL_ROOT": str(MODEL_DIR),
+        "STAPEL_MODEL_ROOT": str(model_dir(args)),
         "STAPEL_THREADS": str(args.threads),
         "STAPEL_PARALLEL_BATCHES": str(args.parallel_batches),
         "STAPEL_DEVICE": args.device,
@@ -389,6 +399,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--web-processes", type=int, default=2, help="gunicorn processes of the web"
     )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="the tests' tiny model instead of Transformer-base: what the pipeline "
+        "takes when translation is nearly free (a GPU's regime)",
+    )
     parser.add_argument("--docs", type=int, default=200)
     parser.add_argument("--big", type=int, default=BIG_SEGMENTS)
     parser.add_argument("--naive", type=int, default=200)
@@ -426,6 +442,7 @@ def main(argv: list[str] | None = None) -> None:
         "threads": args.threads,
         "parallel_batches": pick_parallel(args.device, args.threads, args.parallel_batches)[0],
         "decode_tokens": args.decode,
+        "model": "tiny" if args.tiny else "transformer-base",
         "batch_tokens": args.batch_tokens,
         "batch_memory_tokens": pick_batch_limits(
             args.device, args.batch_tokens, args.batch_memory_tokens
