@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The throughput table of bench/throughput.py on a GPU (made for a lent H200): one
-# command, under 8 minutes (about 90 s on an H200 on 2026-12-04, the model built too). Needs the project's virtualenv (`make install`) and the
-# CUDA build of CTranslate2 that the ctranslate2 wheel ships; builds the
-# Transformer-base benchmark model into .cache/models/ on first use. PYTHON=... runs it
-# with another interpreter that has the runtime set (a GPU machine's own Python with the
-# wheels carried there, say) instead of the project's virtualenv.
+# command, under 8 minutes (about 90 s on an H200 on 2026-12-04, the model's build
+# included). Needs the project's virtualenv (`make install`) and the CUDA build of
+# CTranslate2 that the ctranslate2 wheel ships; builds the Transformer-base benchmark
+# model into .cache/models/ on first use. PYTHON=... runs it with another interpreter
+# that has the runtime set (a GPU machine's own Python with the wheels that
+# bench/gpu_bundle.sh packs, say) instead of the project's virtualenv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${PYTHON:-}" ]; then
