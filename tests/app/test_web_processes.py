@@ -127,6 +127,35 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
         log.close()
 
 
+def test_the_web_roles_processes_and_threads_are_set_from_the_environment(
+    database_url, redis_url, tmp_path
+):
+    """STAPEL_WEB_WORKERS and STAPEL_WEB_THREADS reach gunicorn (its resolved config)."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "STAPEL_WEB_WORKERS": "3",
+        "STAPEL_WEB_THREADS": "5",
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    }
+    printed = subprocess.run(
+        ["bash", "-c", procfile_web_line() + " --print-config"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    config = {
+        name.strip(): value.strip()
+        for name, _, value in (line.partition("=") for line in printed.splitlines())
+    }
+    assert (config["workers"], config["threads"]) == ("3", "5")
+
+
 def _answers(port: int) -> bool:
     try:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
