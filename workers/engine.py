@@ -74,10 +74,11 @@ def pick_device(device: str) -> str:
 BATCH_LIMITS = {"cpu": (4096, 6144), "cuda": (16384, 65536)}
 """(token budget, memory bound) of a batch by device, where STAPEL_BATCH_TOKENS and
 STAPEL_BATCH_MEMORY_TOKENS are unset. The CPU's bound keeps a Transformer-base worker's
-RSS under 1 GiB; a GPU decodes a batch of 500 rows in about the time of one of 90, so it
-takes four budgets, and its bound (on the GPU's memory, four output tokens per budget
-token) binds only forced long outputs: the CPU's limits held an H200's one-big job to
-0.17 of raw, these to 0.51 (docs/performance.md, "GPU")."""
+RSS under 1 GiB. On a GPU a batch's time grows far less than its rows (an H200: about
+100 ms for 89 rows, 140 ms for 444), so it takes four budgets, and its bound (on the
+GPU's memory, four output tokens per budget token) binds only forced long outputs: the
+CPU's limits held an H200's one-big job to 0.17 of raw, these to 0.51-0.62
+(docs/performance.md, "GPU")."""
 
 
 def pick_batch_limits(device: str, tokens: int | None, memory: int | None) -> tuple[int, int]:
