@@ -148,8 +148,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--history", type=int, default=0)
     parser.add_argument("--finish-every", type=float, default=0.25)
-    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn processes")
-    parser.add_argument("--web-threads", type=int, default=4, help="threads per process")
+    parser.add_argument(
+        "--web-workers", type=int, default=None, help="gunicorn processes (the Procfile's)"
+    )
+    parser.add_argument(
+        "--web-threads", type=int, default=None, help="threads per process (the Procfile's)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "api.json")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
@@ -173,11 +177,11 @@ def main(argv: list[str] | None = None) -> None:
             tenant_id = row.tenant_id
         if args.history:
             store_history(sessions, tenant_id, args.history)
-        stack.start_web(args.web_workers, args.web_threads)
+        workers, threads = stack.start_web(args.web_workers, args.web_threads)
         results = run(stack, key, args)
         results["database"] = stack.env["DATABASE_URL"].split(":", 1)[0]
         results["history"] = args.history
-        results["web"] = f"{args.web_workers} processes x {args.web_threads} threads"
+        results["web"] = f"{workers} processes x {threads} threads"
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
         print(json.dumps(results, indent=2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -83,13 +84,21 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
-def procfile_gunicorn_args(values: dict[str, str]) -> list[str]:
-    """Return the gunicorn arguments of the Procfile's web role, with the values of the
-    options in `values` replaced: the benches run the web as production does (the
-    access log, --reuse-port, the logger class), and a flag added there reaches them."""
+_SHELL_DEFAULT = re.compile(r"\$\{(\w+):-([^}]*)\}")
+"""A Procfile word's `${NAME:-default}`, as its shell expands it."""
+
+
+def procfile_gunicorn_args(values: dict[str, str], env: dict[str, str]) -> list[str]:
+    """Return the gunicorn arguments of the Procfile's web role, its `${NAME:-default}`
+    expanded from env as its shell would, then the values of the options in `values`
+    replaced: the benches run the web as production does (the access log, --reuse-port,
+    the logger class, its processes and threads), and a flag added there reaches them."""
     command = parse_procfile((ROOT / "Procfile").read_text()).processes["web"]
     words = shlex.split(command)
-    args = words[words.index("gunicorn") + 1 :]
+    args = [
+        _SHELL_DEFAULT.sub(lambda m: env.get(m[1]) or m[2], word)
+        for word in words[words.index("gunicorn") + 1 :]
+    ]
     for option, value in values.items():
         args[args.index(option) + 1] = value
     return args
@@ -133,22 +142,25 @@ class Stack:
         self.procs[name] = proc
         return proc
 
-    def start_web(self, workers: int = 2, threads: int = 4) -> None:
-        """Start gunicorn with the Procfile's web arguments (its bind, processes and threads
-        replaced), the metrics in multiprocess files as the Procfile keeps them; wait."""
+    def start_web(self, workers: int | None = None, threads: int | None = None) -> tuple[int, int]:
+        """Start gunicorn with the Procfile's web arguments (its bind replaced, and its
+        processes and threads where given), the metrics in multiprocess files as the
+        Procfile keeps them; wait. Return the processes and threads per process it runs."""
         metrics = self.workdir / "prometheus-web"
         shutil.rmtree(metrics, ignore_errors=True)
         metrics.mkdir()
-        bind = f"127.0.0.1:{self.port}"
-        args = procfile_gunicorn_args(
-            {"--bind": bind, "--workers": str(workers), "--threads": str(threads)}
-        )
+        values = {"--bind": f"127.0.0.1:{self.port}"}
+        for option, value in (("--workers", workers), ("--threads", threads)):
+            if value is not None:
+                values[option] = str(value)
+        args = procfile_gunicorn_args(values, self.env)
         self._spawn(
             "web",
             [sys.executable, "-m", "gunicorn", *args],
             {**self.env, MULTIPROC_ENV: str(metrics)},
         )
         wait(lambda: requests.get(self.url + "/readyz", timeout=2).ok, 60, "web ready")
+        return int(args[args.index("--workers") + 1]), int(args[args.index("--threads") + 1])
 
     def start_worker(self, pool: str, concurrency: int, env: dict | None = None) -> None:
         """Start one Celery worker and wait for it to answer a ping."""

@@ -71,10 +71,11 @@ def model_dir(args) -> Path:
 def bench_model(args) -> Path:
     """Build (once) the Transformer-base random model under .cache/models/en-de (the
     tiny one under .cache/models-tiny with --tiny)."""
-    path = model_dir(args) / PAIR
+    root = model_dir(args)
+    path = root / PAIR
     if not (path / "model.bin").exists():
         print(f"building the benchmark model into {path} ...", flush=True)
-        build_tiny(path, seed=1) if getattr(args, "tiny", False) else build_base(path)
+        build_tiny(path, seed=1) if root == TINY_MODEL_DIR else build_base(path)
     return path
 
 
@@ -397,7 +398,7 @@ def main(argv: list[str] | None = None) -> None:
         "no such bound)",
     )
     parser.add_argument(
-        "--web-processes", type=int, default=2, help="gunicorn processes of the web"
+        "--web-processes", type=int, default=None, help="gunicorn processes (the Procfile's)"
     )
     parser.add_argument(
         "--tiny",
@@ -435,6 +436,7 @@ def main(argv: list[str] | None = None) -> None:
     warm_up = [[t] for t in pseudo_corpus(WARM_UP_DOCS, seed=11)]
     small_texts = [t for d in docs for t in d]
 
+    memory_tokens = pick_batch_limits(args.device, args.batch_tokens, args.batch_memory_tokens)[1]
     results: dict = {
         "name": args.name,
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
@@ -444,10 +446,7 @@ def main(argv: list[str] | None = None) -> None:
         "decode_tokens": args.decode,
         "model": "tiny" if args.tiny else "transformer-base",
         "batch_tokens": args.batch_tokens,
-        "batch_memory_tokens": pick_batch_limits(
-            args.device, args.batch_tokens, args.batch_memory_tokens
-        )[1],
-        "web_processes": args.web_processes,
+        "batch_memory_tokens": memory_tokens,
         "ctranslate2": ctranslate2.__version__,
         "rows": {},
     }
@@ -469,11 +468,11 @@ def main(argv: list[str] | None = None) -> None:
             "STAPEL_MAX_BODY_BYTES": str(512 * 1024 * 1024),
             "STAPEL_FAIR_SHARE_STEP": "0",
             "STAPEL_QUOTA_JOBS_IN_FLIGHT": "100000",
-            "STAPEL_BATCH_MEMORY_TOKENS": str(results["batch_memory_tokens"]),
+            "STAPEL_BATCH_MEMORY_TOKENS": str(memory_tokens),
         },
     )
     try:
-        stack.start_web(workers=args.web_processes)
+        results["web_processes"] = stack.start_web(workers=args.web_processes)[0]
         metrics_port = free_port()
         stack.start_worker("cpu", args.concurrency, {"STAPEL_METRICS_PORT": str(metrics_port)})
         probe = WorkerProbe(
