@@ -34,6 +34,18 @@ def procfile_web_line() -> str:
     raise AssertionError("the Procfile has no web role")
 
 
+def web_env(database_url: str, redis_url: str, **values: str) -> dict[str, str]:
+    """The environment the Procfile's web line runs in here, with values added."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        **values,
+    }
+
+
 def children(pid: int) -> set[int]:
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -74,15 +86,7 @@ def gunicorn_processes(master: int) -> set[int]:
 
 def test_connections_are_spread_over_every_web_process(database_url, redis_url, tmp_path):
     port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
-        "STAPEL_BIND": f"127.0.0.1:{port}",
-        "STAPEL_WEB_WORKERS": "2",
-        "PYTHONPATH": str(ROOT),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-    }
+    env = web_env(database_url, redis_url, STAPEL_BIND=f"127.0.0.1:{port}", STAPEL_WEB_WORKERS="2")
     log = open(tmp_path / "web.log", "wb")
     # the Procfile's own line, in a scratch directory (it makes var/ where it runs)
     shell = subprocess.Popen(
@@ -131,15 +135,7 @@ def test_the_web_roles_processes_and_threads_are_set_from_the_environment(
     database_url, redis_url, tmp_path
 ):
     """STAPEL_WEB_WORKERS and STAPEL_WEB_THREADS reach gunicorn (its resolved config)."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
-        "STAPEL_WEB_WORKERS": "3",
-        "STAPEL_WEB_THREADS": "5",
-        "PYTHONPATH": str(ROOT),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-    }
+    env = web_env(database_url, redis_url, STAPEL_WEB_WORKERS="3", STAPEL_WEB_THREADS="5")
     printed = subprocess.run(
         ["bash", "-c", procfile_web_line() + " --print-config"],
         cwd=tmp_path,
