@@ -56,41 +56,75 @@ def make_engine(url: str) -> Engine:
 
 WRITE_WAIT_S = 30
 """How long a thread waits for its SQLite write turn (as long as busy_timeout)."""
-TURN_POLL_S = (0.0002, 0.002)
-"""The first and the longest wait between two looks at another process's write turn."""
+TURN_HELPER_IDLE_S = 60
+"""How long a process's write-turn helper thread stays without a waiter before it ends."""
 
 
 class FileTurn:
     """The write turn among processes: an exclusive flock on a file beside the database.
 
     SQLite's own wait for its write lock (the busy handler) sleeps in growing steps up
-    to 100 ms, and the lock sits idle meanwhile: two web processes submitting at once
-    waited hundreds of ms for commits of a fraction of one. Here a waiter looks again
-    within TURN_POLL_S. A crashed holder's lock goes with its process.
+    to 100 ms, and the lock sits idle meanwhile. Here a waiter is woken as soon as the
+    other process gives the turn back: a helper thread of the process blocks in flock for
+    it (the kernel wakes it; a blocking flock has no timeout of its own), and the waiter
+    waits for the helper until its deadline. A crashed holder's lock goes with its process.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = -1
         self._pid = 0
+        self._fd = -1  # taken without waiting, by the writing thread
+        self._helper_fd = -1  # taken by the helper, blocking (flock is per open file)
+        self._held = -1
+        self._cond = threading.Condition()
+        self._asked = False  # a thread of this process waits for the turn
+        self._granted = False  # the helper took the turn for it
+        self._helping = False  # the helper thread runs
 
     def take(self, deadline: float) -> bool:
         """Take the turn; False when the deadline (time.monotonic) passes first."""
-        if self._pid != os.getpid():  # a forked child opens its own (flock is per open)
-            self._fd, self._pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
-        wait_s, longest = TURN_POLL_S
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if self._pid != os.getpid():  # a forked child opens its own files, has no helper
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            self._helper_fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            self._pid, self._cond = os.getpid(), threading.Condition()
+            self._asked = self._granted = self._helping = False
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._held = self._fd
+            return True
+        except BlockingIOError:
+            pass
+        with self._cond:
+            self._asked = True
+            if not self._helping:
+                self._helping = True
+                threading.Thread(target=self._help, name="sqlite-write-turn", daemon=True).start()
+            self._cond.notify_all()
+            if self._cond.wait_for(lambda: self._granted, deadline - time.monotonic()):
+                self._granted = False
+                self._held = self._helper_fd
                 return True
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(wait_s)
-                wait_s = min(2 * wait_s, longest)
+            self._asked = False  # given up: the helper gives the turn back when it gets it
+            return False
+
+    def _help(self) -> None:
+        """Take the turn, blocking, each time a thread of this process waits for it."""
+        cond, fd = self._cond, self._helper_fd
+        while True:
+            with cond:
+                if not cond.wait_for(lambda: self._asked, TURN_HELPER_IDLE_S):
+                    self._helping = False
+                    return
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with cond:
+                if self._asked:
+                    self._asked, self._granted = False, True
+                    cond.notify_all()
+                    continue
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def give_back(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        fcntl.flock(self._held, fcntl.LOCK_UN)
 
 
 def _one_writer_at_a_time(engine: Engine, turn: FileTurn | None) -> None:

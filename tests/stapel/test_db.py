@@ -4,6 +4,7 @@ commits."""
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import sqlite3
 import threading
@@ -126,6 +127,53 @@ def test_a_writer_in_another_process_holds_the_turn_until_it_commits(tmp_path, m
     finally:
         release.set()
         other.join(30)
+
+
+def test_a_writer_waiting_for_another_process_is_woken_by_its_commit_not_by_polling(
+    tmp_path, monkeypatch
+):
+    """The waiter looks once; the process's helper blocks in flock until the other
+    process gives the turn back (a poll every few ms left the turn idle between looks)."""
+    url = f"sqlite:///{tmp_path / 'writers.db'}"
+    migrate(url)
+    spawn = multiprocessing.get_context("spawn")
+    holding, release = spawn.Event(), spawn.Event()
+    other = spawn.Process(target=_hold_a_write, args=(url, holding, release))
+    other.start()
+    calls: list[int] = []
+    flock = fcntl.flock
+
+    def counted(fd, operation) -> None:
+        calls.append(operation)
+        flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", counted)
+    engine = make_engine(url)
+    written = threading.Event()
+
+    def write() -> None:
+        with make_session_factory(engine)() as session:
+            add_tenant(session, "mine")
+            session.commit()
+        written.set()
+
+    writer = threading.Thread(target=write)
+    try:
+        assert holding.wait(60), "the other process never wrote"
+        writer.start()
+        deadline = time.monotonic() + 30
+        while fcntl.LOCK_EX not in calls and len(calls) < 50 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.2)  # the other process holds on: a poller would look again meanwhile
+        release.set()
+        assert written.wait(30), "the writer never got the turn"
+        takes = [op for op in calls if op & fcntl.LOCK_EX]
+        assert takes == [fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_EX]
+    finally:
+        release.set()
+        other.join(30)
+        writer.join(30)
+        engine.dispose()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
