@@ -4,6 +4,7 @@ commits."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import multiprocessing
 import sqlite3
@@ -102,8 +103,10 @@ def _hold_a_write(url: str, holding, release) -> None:
         session.commit()
 
 
-def test_a_writer_in_another_process_holds_the_turn_until_it_commits(tmp_path, monkeypatch):
-    monkeypatch.setattr(db, "WRITE_WAIT_S", 0.3)
+@contextlib.contextmanager
+def another_process_writing(tmp_path):
+    """A migrated database, a process holding a write transaction on it, and the event
+    that lets that process commit; yields (url, release, the process)."""
     url = f"sqlite:///{tmp_path / 'writers.db'}"
     migrate(url)
     spawn = multiprocessing.get_context("spawn")
@@ -112,6 +115,15 @@ def test_a_writer_in_another_process_holds_the_turn_until_it_commits(tmp_path, m
     other.start()
     try:
         assert holding.wait(60), "the other process never wrote"
+        yield url, release, other
+    finally:
+        release.set()
+        other.join(30)
+
+
+def test_a_writer_in_another_process_holds_the_turn_until_it_commits(tmp_path, monkeypatch):
+    monkeypatch.setattr(db, "WRITE_WAIT_S", 0.3)
+    with another_process_writing(tmp_path) as (url, release, other):
         engine = make_engine(url)
         with make_session_factory(engine)() as session:
             # waits on the file turn (not 30 s in SQLite's busy handler), then gives up
@@ -124,9 +136,6 @@ def test_a_writer_in_another_process_holds_the_turn_until_it_commits(tmp_path, m
             session.commit()
             assert sorted(session.scalars(select(Tenant.name))) == ["mine", "other"]
         engine.dispose()
-    finally:
-        release.set()
-        other.join(30)
 
 
 def test_a_writer_waiting_for_another_process_is_woken_by_its_commit_not_by_polling(
@@ -134,12 +143,6 @@ def test_a_writer_waiting_for_another_process_is_woken_by_its_commit_not_by_poll
 ):
     """The waiter looks once; the process's helper blocks in flock until the other
     process gives the turn back (a poll every few ms left the turn idle between looks)."""
-    url = f"sqlite:///{tmp_path / 'writers.db'}"
-    migrate(url)
-    spawn = multiprocessing.get_context("spawn")
-    holding, release = spawn.Event(), spawn.Event()
-    other = spawn.Process(target=_hold_a_write, args=(url, holding, release))
-    other.start()
     calls: list[int] = []
     flock = fcntl.flock
 
@@ -147,19 +150,18 @@ def test_a_writer_waiting_for_another_process_is_woken_by_its_commit_not_by_poll
         calls.append(operation)
         flock(fd, operation)
 
-    monkeypatch.setattr(fcntl, "flock", counted)
-    engine = make_engine(url)
     written = threading.Event()
+    with another_process_writing(tmp_path) as (url, release, _other):
+        monkeypatch.setattr(fcntl, "flock", counted)
+        engine = make_engine(url)
 
-    def write() -> None:
-        with make_session_factory(engine)() as session:
-            add_tenant(session, "mine")
-            session.commit()
-        written.set()
+        def write() -> None:
+            with make_session_factory(engine)() as session:
+                add_tenant(session, "mine")
+                session.commit()
+            written.set()
 
-    writer = threading.Thread(target=write)
-    try:
-        assert holding.wait(60), "the other process never wrote"
+        writer = threading.Thread(target=write)
         writer.start()
         deadline = time.monotonic() + 30
         while fcntl.LOCK_EX not in calls and len(calls) < 50 and time.monotonic() < deadline:
@@ -167,13 +169,10 @@ def test_a_writer_waiting_for_another_process_is_woken_by_its_commit_not_by_poll
         time.sleep(0.2)  # the other process holds on: a poller would look again meanwhile
         release.set()
         assert written.wait(30), "the writer never got the turn"
-        takes = [op for op in calls if op & fcntl.LOCK_EX]
-        assert takes == [fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_EX]
-    finally:
-        release.set()
-        other.join(30)
         writer.join(30)
         engine.dispose()
+    takes = [op for op in calls if op & fcntl.LOCK_EX]
+    assert takes == [fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_EX]
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
