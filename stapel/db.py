@@ -70,24 +70,30 @@ class FileTurn:
     waits for the helper until its deadline. A crashed holder's lock goes with its process.
     """
 
+    _fd: int  # taken without waiting, by the writing thread
+    _helper_fd: int  # taken by the helper, blocking (flock is per open file)
+    _held: int  # the one of the two that holds the turn
+    _cond: threading.Condition
+    _asked: bool  # a thread of this process waits for the turn
+    _granted: bool  # the helper took the turn for it
+    _helping: bool  # the helper thread runs
+
     def __init__(self, path: str) -> None:
         self.path = path
-        self._pid = 0
-        self._fd = -1  # taken without waiting, by the writing thread
-        self._helper_fd = -1  # taken by the helper, blocking (flock is per open file)
+        self._pid = 0  # the process the rest belongs to: set up at its first take
+
+    def _set_up(self) -> None:
+        """Open this process's files; no helper yet (a forked child has none)."""
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._helper_fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         self._held = -1
-        self._cond = threading.Condition()
-        self._asked = False  # a thread of this process waits for the turn
-        self._granted = False  # the helper took the turn for it
-        self._helping = False  # the helper thread runs
+        self._pid, self._cond = os.getpid(), threading.Condition()
+        self._asked = self._granted = self._helping = False
 
     def take(self, deadline: float) -> bool:
         """Take the turn; False when the deadline (time.monotonic) passes first."""
-        if self._pid != os.getpid():  # a forked child opens its own files, has no helper
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            self._helper_fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            self._pid, self._cond = os.getpid(), threading.Condition()
-            self._asked = self._granted = self._helping = False
+        if self._pid != os.getpid():
+            self._set_up()
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self._held = self._fd
