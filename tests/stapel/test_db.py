@@ -19,6 +19,7 @@ from stapel import db
 from stapel.db import make_engine, make_session_factory
 from stapel.tables import Tenant
 from tests.conftest import migrate
+from tests.factories import wait_for
 
 
 @pytest.fixture
@@ -163,9 +164,8 @@ def test_a_writer_waiting_for_another_process_is_woken_by_its_commit_not_by_poll
 
         writer = threading.Thread(target=write)
         writer.start()
-        deadline = time.monotonic() + 30
-        while fcntl.LOCK_EX not in calls and len(calls) < 50 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        # the helper blocking (or, with a poll, many looks)
+        wait_for(lambda: fcntl.LOCK_EX in calls or len(calls) >= 50, interval=0.005)
         time.sleep(0.2)  # the other process holds on: a poller would look again meanwhile
         release.set()
         assert written.wait(30), "the writer never got the turn"
