@@ -37,6 +37,7 @@ from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from training.random_model import build as build_tiny
 from training.random_model import build_base, pseudo_corpus
+from workers import allocator
 from workers.engine import pick_batch_limits, pick_compute_type, pick_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -429,7 +430,15 @@ def main(argv: list[str] | None = None) -> None:
         help="many-small runs, and raw runs on their segments; the median "
         "of each is the row, all are kept",
     )
+    parser.add_argument(
+        "--raw-malloc-tuning",
+        action="store_true",
+        help="raw runs with the worker's allocator thresholds (workers/allocator.py); "
+        "by default raw keeps glibc's, as CTranslate2 alone runs",
+    )
     args = parser.parse_args(argv)
+    if args.raw_malloc_tuning:
+        allocator.tune(True)  # this process: raw runs here, the stack in its own processes
 
     path = bench_model(args)
     docs, big, singles = bench_texts(args.docs, args.big, args.latency_samples)
@@ -448,6 +457,7 @@ def main(argv: list[str] | None = None) -> None:
         "batch_tokens": args.batch_tokens,
         "batch_memory_tokens": memory_tokens,
         "ctranslate2": ctranslate2.__version__,
+        "raw_malloc_tuning": args.raw_malloc_tuning,
         "rows": {},
     }
     print("raw CTranslate2 ...", flush=True)

@@ -111,6 +111,7 @@ class Settings:
     threads: int = setting("STAPEL_THREADS", 0)
     parallel_batches: int = setting("STAPEL_PARALLEL_BATCHES", 0)
     max_loaded_models: int = setting("STAPEL_MAX_LOADED_MODELS", 2)
+    malloc_tuning: bool = setting("STAPEL_MALLOC_TUNING", True)
     preload: tuple[str, ...] = setting("STAPEL_PRELOAD", ())
     # None: the device's (workers.engine.BATCH_LIMITS).
     batch_tokens: int | None = setting("STAPEL_BATCH_TOKENS", None)

@@ -324,8 +324,14 @@ class Engine:
             self.parallel,
             self.intra_threads,
         )
-        source = spm.SentencePieceProcessor(model_file=str(found.path / "source.spm"))
-        target = spm.SentencePieceProcessor(model_file=str(found.path / "target.spm"))
+        # one thread per call: SentencePiece's default starts a thread per core for each
+        # list it encodes or decodes, on cores the translators already fill
+        source = spm.SentencePieceProcessor(
+            model_file=str(found.path / "source.spm"), num_threads=1
+        )
+        target = spm.SentencePieceProcessor(
+            model_file=str(found.path / "target.spm"), num_threads=1
+        )
         found_limits = limits(found.path)
         options = dict(self.options)
         if found_limits.decoder_positions:  # longer outputs raise instead of stopping

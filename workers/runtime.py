@@ -26,6 +26,7 @@ from stapel.presence import Publisher, ServedQueues, model_queue, presence_key
 from stapel.settings import Settings, current
 from stapel.tracer import Tracer
 from stapel.withdrawals import Listener
+from workers import allocator
 from workers.budget import Budget
 from workers.engine import Engine, pick_batch_limits, pick_device
 
@@ -174,6 +175,7 @@ class Runtime:
         # Tasks waiting for room hand their chunks back at once when the worker stops.
         signals.worker_shutting_down.connect(lambda **_: current_state.budget.close(), weak=False)
         engine.check_root()
+        allocator.tune(settings.malloc_tuning)  # before a model's buffers are allocated
         engine.on_load = _counting(
             lambda pair: consumer.add_task_queue(model_queue(settings.pool, pair))
         )
