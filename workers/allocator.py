@@ -17,7 +17,6 @@ is not glibc's (musl, or one preloaded) is left alone.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import platform
 
@@ -36,7 +35,7 @@ def tune(enabled: bool) -> bool:
     """Set the thresholds in this process (before the models load); return whether set."""
     if not enabled or platform.libc_ver()[0] != "glibc":
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc = ctypes.CDLL(None)  # the C library this process runs on, no search for it
     done = all(libc.mallopt(param, value) == 1 for param, value in THRESHOLDS)
     log.info("malloc thresholds %s", "set" if done else "refused by the C library")
     return done

@@ -22,10 +22,10 @@ BATCHES = textwrap.dedent(
     from workers.allocator import tune
 
     tuned = tune(sys.argv[1] == "on")
-    libc = ctypes.CDLL("libc.so.6")
+    libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
-    SIZE = 8 << 20
+    SIZE = int(sys.argv[2])
 
     def batch():
         # a translator's batch: a few buffers of some MiB, written, then all freed
@@ -45,14 +45,16 @@ BATCHES = textwrap.dedent(
     print(json.dumps({"tuned": tuned, "faults": faults}))
     """
 )
-PAGES = 3 * (8 << 20) // 4096
+SIZE = 8 << 20
+"""Bytes of each of a batch's three buffers."""
+PAGES = 3 * SIZE // 4096
 """Pages a batch of the script writes."""
 
 
 def batches(mode: str) -> dict:
     """Run four batches in a fresh process (thresholds on or off): page faults of each."""
     out = subprocess.run(
-        [sys.executable, "-c", BATCHES, mode],
+        [sys.executable, "-c", BATCHES, mode, str(SIZE)],
         cwd=ROOT,
         capture_output=True,
         text=True,
