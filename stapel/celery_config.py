@@ -6,6 +6,7 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
+from stapel.kombu_redis import transport_for
 from stapel.settings import Settings
 
 POOL_QUEUES = ("cpu", "gpu")
@@ -21,6 +22,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     """Return Celery's settings for this process (the web only sends; workers consume)."""
     return {
         "broker_url": settings.redis_url,
+        "broker_transport": transport_for(settings.redis_url),
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 4,
         "broker_transport_options": {

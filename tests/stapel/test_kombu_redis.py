@@ -1,0 +1,62 @@
+"""The broker transport: kombu's Redis channel sharing one client instead of one per call."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from kombu import Connection
+
+from stapel.celery_config import celery_config
+from stapel.kombu_redis import TRANSPORT, Channel, transport_for
+from stapel.settings import Settings
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis://127.0.0.1:6379/0", TRANSPORT),
+        ("rediss://cache.example:6380/1", TRANSPORT),
+        ("sentinel://sentinel.example:26379", None),
+        ("redis+socket:///run/redis.sock", None),
+    ],
+)
+def test_only_plain_redis_urls_get_the_shared_client_transport(url, expected):
+    assert transport_for(url) == expected
+
+
+def test_celery_is_configured_with_the_transport(redis_url):
+    config = celery_config(Settings.from_env({**os.environ, "REDIS_URL": redis_url}))
+    assert config["broker_transport"] == TRANSPORT
+
+
+def test_a_channel_reuses_one_client_and_renews_it_with_its_pool(redis_url, redis_client):
+    with Connection(redis_url, transport=TRANSPORT) as conn:
+        channel = conn.default_channel
+        assert isinstance(channel, Channel)
+        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+            assert first is second
+        given = object()
+        with channel.conn_or_acquire(given) as passed:
+            assert passed is given  # a caller's own client is used as it is
+        channel._disconnect_pools()  # what kombu does after a fork or on reconnect
+        with channel.conn_or_acquire() as renewed:
+            assert renewed is not first
+            assert renewed.connection_pool is channel.pool
+            assert renewed.ping()
+
+
+def test_messages_travel_and_are_acknowledged_through_the_shared_client(redis_url, redis_client):
+    with Connection(redis_url, transport=TRANSPORT) as conn:
+        queue = conn.SimpleQueue("stapel-transport-test")
+        for n in range(3):
+            queue.put({"n": n})
+        got = []
+        for _ in range(3):
+            message = queue.get(timeout=5)
+            got.append(message.payload["n"])
+            assert redis_client.hlen("unacked") == 1  # held until acknowledged
+            message.ack()
+            assert redis_client.hlen("unacked") == 0
+        assert got == [0, 1, 2]
+        queue.close()
