@@ -13,7 +13,7 @@ from app.page import page
 from app.web import Stapel, assign_request_id, close_session, echo_request_id, request_context
 from stapel import logs
 from stapel.broker import make_celery
-from stapel.db import make_engine, make_session_factory
+from stapel.db import make_engine, make_reader, make_session_factory
 from stapel.metrics import web_registry
 from stapel.presence import ServedQueues
 from stapel.settings import Settings
@@ -35,6 +35,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.extensions["stapel"] = Stapel(
         settings=settings,
         engine=engine,
+        reader=make_reader(engine),
         sessions=sessions,
         celery=make_celery(settings),
         redis=client,

@@ -24,6 +24,9 @@ class Stapel:
 
     settings: Settings
     engine: Engine
+    reader: Engine
+    """For one-statement reads: `engine` in autocommit on a database server, the same pool
+    (stapel.db.make_reader)."""
     sessions: sessionmaker[Session]
     celery: Celery
     redis: redis.Redis

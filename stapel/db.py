@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -51,7 +51,50 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40)
+    engine = create_engine(url, pool_size=10, max_overflow=40)
+    _ping_when_idle(engine)
+    return engine
+
+
+def make_reader(engine: Engine) -> Engine:
+    """Return the engine for one-statement reads: on a database server, in autocommit.
+
+    A read in autocommit sends no BEGIN before it and no ROLLBACK when its connection
+    goes back to the pool: two of a PostgreSQL status read's three round trips. SQLite
+    begins no transaction for a SELECT anyway, and there putting a connection back out
+    of autocommit runs a PRAGMA, so SQLite reads keep the engine as it is.
+    """
+    if engine.dialect.name == "sqlite":
+        return engine
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
+PING_IDLE_S = 2.0
+"""A database server's pooled connection is pinged when it is taken after lying idle this
+long, not at every checkout (SQLAlchemy's pool_pre_ping): a ping is a round trip, a
+fifth of a status read on PostgreSQL (docs/performance.md, 2026-12-05). A connection
+that breaks while in steady use fails its next statement instead, and that disconnect
+error makes SQLAlchemy recycle every connection of the pool opened before it, so the
+error reaches one request, not one per pooled connection."""
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Ping a connection at checkout when it was checked in PING_IDLE_S ago or more."""
+
+    @event.listens_for(engine, "checkin")
+    def _idle_from(_dbapi_conn, record) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_conn, record, _proxy) -> None:
+        since = record.info.get("idle_since")
+        if since is None or time.monotonic() - since < PING_IDLE_S:
+            return  # new, or in steady use
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            # the pool drops this connection and takes (or opens) another
+            raise DisconnectionError(f"connection lost while idle: {exc}") from exc
 
 
 WRITE_WAIT_S = 30

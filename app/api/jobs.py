@@ -123,7 +123,7 @@ def create_job():
 @v1.get("/jobs/<job_id>")
 def get_job(job_id: str):
     """Return a job's status and progress."""
-    with stapel().engine.connect() as conn:  # one select: no session to open and close
+    with stapel().reader.connect() as conn:  # one select: no session, no transaction
         job = jobs.read_job(conn, g.tenant_id, job_id)
     return jsonify(job_json(job))
 
