@@ -6,6 +6,7 @@ import hashlib
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from sqlalchemy import select, update
@@ -72,8 +73,12 @@ _known: dict[str, tuple[str, float]] = {}
 _known_lock = threading.Lock()
 
 
-def tenant_for_header(session: Session, header: str | None) -> str:
-    """Return the tenant id of an `Authorization: Bearer <key>` header, or raise 401."""
+def tenant_for_header(session: Callable[[], Session], header: str | None) -> str:
+    """Return the tenant id of an `Authorization: Bearer <key>` header, or raise 401.
+
+    `session` gives the session to look the key up in, called only when the key is not
+    one looked up lately (a request answered from this process's cache opens none).
+    """
     if not header:
         raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <key>'")
     scheme, _, key = header.partition(" ")
@@ -82,7 +87,7 @@ def tenant_for_header(session: Session, header: str | None) -> str:
     return tenant_for_key(session, key.strip())
 
 
-def tenant_for_key(session: Session, key: str) -> str:
+def tenant_for_key(session: Callable[[], Session], key: str) -> str:
     """Return the tenant id of a plain API key, or raise 401 (the compat dialects' way in).
 
     A key looked up in the last AUTH_CACHE_S costs no query; a lookup writes the key's
@@ -92,13 +97,14 @@ def tenant_for_key(session: Session, key: str) -> str:
     known = _known.get(digest)
     if known is not None and time.monotonic() - known[1] < AUTH_CACHE_S:
         return known[0]
-    row = session.scalar(select(ApiKey).where(ApiKey.key_hash == digest))
+    db = session()
+    row = db.scalar(select(ApiKey).where(ApiKey.key_hash == digest))
     if row is None or row.revoked_at is not None:
         raise Unauthorized("invalid or revoked API key")
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
-        session.execute(update(ApiKey).where(ApiKey.id == row.id).values(last_used_at=now))
-        session.commit()
+        db.execute(update(ApiKey).where(ApiKey.id == row.id).values(last_used_at=now))
+        db.commit()
     with _known_lock:
         if len(_known) >= AUTH_CACHE_MAX:
             _known.clear()

@@ -13,4 +13,4 @@ health = Blueprint("health", __name__)
 
 @v1.before_request
 def _authenticate() -> None:
-    g.tenant_id = tenant_for_header(db_session(), request.headers.get("Authorization"))
+    g.tenant_id = tenant_for_header(db_session, request.headers.get("Authorization"))

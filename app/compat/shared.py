@@ -30,7 +30,7 @@ def authenticate(key: str | None, how: str) -> None:
     """Take the tenant from a plain API key; Unauthorized (the dialects' 403) if none."""
     if not key or not key.strip():
         raise Unauthorized(f"an API key is required: {how}")
-    g.tenant_id = tenant_for_key(db_session(), key.strip())
+    g.tenant_id = tenant_for_key(db_session, key.strip())
     g.compat_rate_key = "key:" + hash_key(key.strip())
 
 

@@ -14,7 +14,7 @@ def test_demo_key_is_made_once_kept_private_and_reused(any_session, tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert path.read_text().strip() == first
     assert demo_key(any_session, path) == first
-    assert tenant_for_header(any_session, f"Bearer {first}")
+    assert tenant_for_header(lambda: any_session, f"Bearer {first}")
 
 
 def test_a_key_the_database_does_not_know_is_replaced(any_session, tmp_path):

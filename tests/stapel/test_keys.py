@@ -94,3 +94,20 @@ def test_keys_create_prints_a_working_key(runner, client):
     key = result.output.strip()
     assert key.startswith("stp_")
     assert client.get("/v1/jobs", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+
+
+def test_a_status_read_with_a_key_seen_lately_opens_no_session(app, client, auth, job_id):
+    ext = app.extensions["stapel"]
+    real, opened = ext.sessions, []
+
+    def counted():
+        opened.append(1)
+        return real()
+
+    ext.sessions = counted  # the real session factory, its calls counted
+    assert client.get(f"/v1/jobs/{job_id}", headers=auth).status_code == 200
+    assert opened == []  # the key from this process's cache, the job from one select
+    assert (
+        client.get(f"/v1/jobs/{job_id}", headers={"Authorization": "Bearer x"}).status_code == 401
+    )
+    assert opened == [1]  # a key not seen lately is looked up in a session
