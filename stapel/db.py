@@ -74,8 +74,8 @@ PING_IDLE_S = 2.0
 long, not at every checkout (SQLAlchemy's pool_pre_ping): a ping is a round trip, a
 fifth of a status read on PostgreSQL (docs/performance.md, 2026-12-05). A connection
 that breaks while in steady use fails its next statement instead, and that disconnect
-error makes SQLAlchemy recycle every connection of the pool opened before it, so the
-error reaches one request, not one per pooled connection."""
+error makes SQLAlchemy replace every connection of the pool opened before it at its next
+checkout, so the error reaches the requests running at that moment, not later ones."""
 
 
 def _ping_when_idle(engine: Engine) -> None:
