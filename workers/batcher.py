@@ -16,6 +16,12 @@ way CTranslate2 sorts its own input: a batch of similar lengths wastes little on
 padding (docs/performance.md has the figures).
 Room left over is filled with lower-priority segments that fit.
 
+Identical pieces (the same tokens: stapel.mtcache.piece_key) are translated once: a
+piece that arrives while an identical one waits or translates rides on it (dedup in
+flight), and so does one that arrives after that one was delivered but before the
+request that holds it has written it (Submission.release), the window in which the MT
+cache does not have it yet. What rides gets the translation, never another request's text.
+
 Long segments: each segment enters as pieces of at most the model's input limit in
 tokens (its sentences, cut further where needed: workers/submission.py) and comes back
 whole. A batch that raises is bisected until the pieces that fail alone are found; the
@@ -79,6 +85,11 @@ MIN_SHARE_DIV = 8
 1/MIN_SHARE_DIV of the token budget: tiny batches cost nearly a full batch's time."""
 
 
+MAX_DELIVERED = 1 << 16
+"""At most this many delivered translations wait for their requests' release (a caller
+that never releases cannot grow the map without bound: the oldest go first)."""
+
+
 EXPECTED_OUTPUT = (2, 16)
 """A source of n tokens is expected to translate into at most 2n + 16 tokens (the batch
 memory bound counts that, within the model's minimum and maximum decoding lengths)."""
@@ -95,7 +106,8 @@ class BatchStats:
     failed_batches: int = 0
     failed_pieces: int = 0
     deduplicated: int = 0
-    """Pieces that rode on an identical piece in flight instead of being translated."""
+    """Pieces that rode on an identical piece in flight instead of being translated
+    (waiting, translating, or delivered and not yet released)."""
     cached: int = 0
     """Distinct pieces answered at submit (by a memory or the MT cache)."""
 
@@ -147,6 +159,9 @@ class Batcher:
         self._pending_tokens = 0
         self._inflight: dict[str, Item] = {}
         """Piece key -> the piece waiting or translating that identical pieces ride on."""
+        self._delivered: dict[str, tuple[str, Submission]] = {}
+        """Piece key -> (translation, request) for a piece delivered to a request that has
+        not released it yet (not written to the cache yet): identical pieces ride on it."""
         self._running: dict[int, float] = {}
         """When each batch now translating started, by thread id."""
         self._seq = itertools.count()
@@ -217,7 +232,7 @@ class Batcher:
             with self._cond:
                 self.stats.cached += len(hits)
         pieces.sort(key=lambda item: item.size)
-        rides = 0
+        rides, done = 0, []
         with self._cond:
             lane = self._lanes.setdefault(priority, deque())
             for item in pieces:
@@ -226,11 +241,18 @@ class Batcher:
                 if self._ride(item):
                     rides += 1
                     continue
+                if (delivered := self._delivered.get(item.key)) is not None:
+                    item.taken = True
+                    done.append((item, delivered[0]))
+                    continue
                 self._inflight[item.key] = item
                 lane.append(item)
                 self._pending_tokens += item.size
+            self.stats.deduplicated += len(done)
             self._cond.notify()
-        metrics.observe_lookup("dedup", rides, len(pieces))
+        if done:
+            request.receive(done)
+        metrics.observe_lookup("dedup", rides + len(done), len(pieces))
         return request
 
     def _ride(self, item: Item) -> bool:
@@ -247,17 +269,40 @@ class Batcher:
         self.stats.deduplicated += 1
         return True
 
-    def _followers(self, batch: list[Item]) -> list[tuple[Item, Item]]:
+    def _followers(
+        self, batch: list[Item], outputs: list[str] | None = None
+    ) -> list[tuple[Item, Item]]:
         """(primary, follower) for each piece riding on the batch's pieces; they leave
-        the in-flight index, so a piece arriving later is translated anew."""
+        the in-flight index. With their outputs (a batch translated), each stays in
+        flight as delivered until its request releases it; without (a failed batch), a
+        piece arriving later is translated anew."""
         with self._cond:
             out = []
-            for item in batch:
+            for n, item in enumerate(batch):
                 if self._inflight.get(item.key) is item:
                     del self._inflight[item.key]
+                    if outputs is not None and isinstance(outputs[n], str):
+                        self._hold(item, outputs[n])
                 out.extend((item, follower) for follower in item.followers)
                 item.followers = []
             return out
+
+    def _hold(self, item: Item, text: str) -> None:
+        """Keep item's translation for identical pieces until its request releases it
+        (called under the lock)."""
+        if len(self._delivered) >= MAX_DELIVERED:
+            del self._delivered[next(iter(self._delivered))]
+        self._delivered[item.key] = (text, item.request)
+        item.request.held.append(item.key)
+
+    def release(self, request: Submission) -> None:
+        """Forget the translations delivered to request (it has written them to the MT
+        cache, or ended): a piece arriving now is looked up there, or translated anew."""
+        with self._cond:
+            for key in request.held:
+                if (entry := self._delivered.get(key)) is not None and entry[1] is request:
+                    del self._delivered[key]
+            request.held = []
 
     def _encode(self, texts: list[str]) -> list[list[str]]:
         return [t + self.suffix for t in self.source.encode(texts, out_type=str)]
@@ -471,7 +516,10 @@ class Batcher:
     def _deliver(self, batch: list[Item], outputs: list[str]) -> None:
         parts: dict[int, tuple[Submission, list]] = {}
         by_item = dict(zip(map(id, batch), outputs, strict=True))
-        riders = [(follower, by_item[id(primary)]) for primary, follower in self._followers(batch)]
+        riders = [
+            (follower, by_item[id(primary)])
+            for primary, follower in self._followers(batch, outputs)
+        ]
         for item, text in [*zip(batch, outputs, strict=True), *riders]:
             parts.setdefault(id(item.request), (item.request, []))[1].append((item, text))
         jobs = logids(batch)

@@ -399,8 +399,11 @@ class Engine:
     def translate(self, pair: str, texts: list[str], split_sentences: bool = True) -> list[Result]:
         """Translate texts and return them in the same order."""
         out: list[Result] = [""] * len(texts)
-        items = enumerate(texts)
-        for batch in self.translate_batches(pair, items, split_sentences=split_sentences):
-            for index, text in batch:
-                out[index] = text
+        batches = self.translate_batches(pair, enumerate(texts), split_sentences=split_sentences)
+        try:
+            for batch in batches:
+                for index, text in batch:
+                    out[index] = text
+        finally:
+            batches.release()
         return out

@@ -68,6 +68,10 @@ class TaggedSubmission:
         """Take the request's waiting pieces out of the aligning batcher."""
         self.inner.withdraw()
 
+    def release(self) -> None:
+        """Nothing held: an aligned translation is never delivered to a later piece."""
+        self.inner.release()
+
     def __iter__(self) -> Iterator[list[tuple[int, object]]]:
         for part in self.inner:
             yield [(index, self._restore(index, result)) for index, result in part]

@@ -198,22 +198,13 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         split_sentences=claim.split_sentences,
         known=lookups.known if lookups.on else None,
     )
+    held: list[Written] = [(i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())]
+    held += [(i, t, Origin.CACHE.value, fp) for i, t in sorted(whole.items())]
     try:
-        recalled: list[Written] = [
-            (i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())
-        ]
-        recalled += [(i, t, Origin.CACHE.value, fp) for i, t in sorted(whole.items())]
-        last, failed = _write_parts(current, session, claim, batches, len(rest), lookups, recalled)
+        outcome, failed = _write(current, session, claim, batches, len(rest), lookups, held)
     finally:
-        batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
-    if last is None:
-        return _stopped(claim)
-    write_started = time.monotonic()
-    # one transaction: the chunk's end and, with the last chunk, the job's (retry-safe)
-    learned = lookups.learned(batches)
-    outcome = with_retry(session, lambda: finish_chunk(session, claim, last, learned))
-    metrics.observe_stage("write", time.monotonic() - write_started)
-    if outcome == ChunkOutcome.LOST:
+        batches.release()  # written, or never will be: a repeat now looks up the cache
+    if outcome is None or outcome == ChunkOutcome.LOST:
         return _stopped(claim)
     if outcome == ChunkOutcome.JOB_SUCCEEDED and claim.has_callback:
         send_callback(celery, claim.job_id)
@@ -230,6 +221,31 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         "succeeded" if outcome == ChunkOutcome.JOB_SUCCEEDED else "running",
     )
     return outcome
+
+
+def _write(
+    current: WorkerState,
+    session: Session,
+    claim: Claim,
+    batches: Submission,
+    left: int,
+    lookups: _Lookups,
+    held: list[Written],
+) -> tuple[ChunkOutcome | None, int]:
+    """Write the chunk's translations as they come, then finish it in one transaction
+    (with the last chunk, the job too: retry-safe). Returns (the finish's outcome, or
+    None when the claim was lost or the work withdrawn; how many segments failed alone)."""
+    try:
+        last, failed = _write_parts(current, session, claim, batches, left, lookups, held)
+    finally:
+        batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
+    if last is None:
+        return None, failed
+    write_started = time.monotonic()
+    learned = lookups.learned(batches)
+    outcome = with_retry(session, lambda: finish_chunk(session, claim, last, learned))
+    metrics.observe_stage("write", time.monotonic() - write_started)
+    return outcome, failed
 
 
 _MACHINE = (Origin.CACHE.value, Origin.MT.value)

@@ -26,6 +26,8 @@ class Lanes(Protocol):
 
     def progressing(self, within_s: float) -> bool: ...
 
+    def release(self, request: Submission) -> None: ...
+
 
 _DONE = object()
 
@@ -157,6 +159,9 @@ class Submission:
         """Index -> "cache" or "mt" for each segment delivered with a translation."""
         self.learned: dict[str, str] = {}
         """Piece key -> translation, for the pieces the model translated (the cache's)."""
+        self.held: list[str] = []
+        """Keys of translations the batcher delivered here and keeps for identical pieces
+        until release()."""
         self._lock = threading.Lock()
         self._results: queue.Queue = queue.Queue()
         if count == 0:
@@ -210,6 +215,13 @@ class Submission:
         with self._lock:
             learned, self.learned = self.learned, {}
         return learned
+
+    def release(self) -> None:
+        """Let the batcher forget the translations it delivered here: call once they are
+        written to the MT cache (or will not be). Until then an identical piece arriving
+        rides on them instead of being translated again."""
+        if self.batcher is not None:
+            self.batcher.release(self)
 
     def fail(self, exc: BaseException) -> None:
         """Fail the whole submission: its task sees exc raised."""

@@ -302,6 +302,33 @@ def test_identical_pieces_in_flight_are_translated_once_for_every_request(model_
     assert batcher.stats.deduplicated == 2
 
 
+def test_a_piece_delivered_and_not_yet_released_is_not_translated_again(model_root):
+    """Between a piece's delivery and its request's cache write (release), an identical
+    piece rides on the delivered translation; once its owner released it, it is
+    translated anew (the MT cache answers it in a worker: workers.pipeline)."""
+    batcher, recording, _width = recording_batcher(model_root, lambda w: 10_000, wait_s=0.01)
+    text = "the red car stops today."
+    first = batcher.submit([(0, text)], job_id="first")
+    (got_first,) = collect(first)
+    second = batcher.submit([(3, text)], job_id="second")
+    (got_second,) = collect(second)
+    assert [t for part in got_second for _, t in part] == [t for part in got_first for _, t in part]
+    assert len(recording.batches) == 1 and second.origins == {3: "mt"}
+    assert batcher.stats.deduplicated == 1
+    second.release()  # a rider owns nothing: the first's translation is still held
+    collect(batcher.submit([(0, text)], job_id="third"))
+    assert len(recording.batches) == 1
+    first.release()
+    collect(batcher.submit([(0, text)], job_id="fourth"))
+    assert len(recording.batches) == 2 and batcher._delivered  # the fourth's, until released
+
+
+def test_engine_translate_releases_what_it_was_delivered(model_root):
+    engine = Engine(model_root, max_decoding_length=8, batch_wait_s=0.01)
+    engine.translate("en-de", ["one more day.", "two birds sing."])
+    assert engine.model("en-de").batcher._delivered == {}
+
+
 def test_a_withdrawn_request_leaves_its_rides_translated_for_the_others(model_root):
     batcher, recording, _width = recording_batcher(model_root, lambda w: 10_000, wait_s=0.5)
     text = "we see green trees."
