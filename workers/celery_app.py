@@ -14,6 +14,7 @@ from workers.runtime import Runtime
 
 celery = Celery("stapel", include=["workers.tasks"], task_cls="workers.request:Task")
 celery.config_from_object("celeryconfig")
+celery.conf.worker_consumer = "workers.consumer:Consumer"  # task events coalesced
 
 _runtime: Runtime | None = None
 
