@@ -53,11 +53,13 @@ lock: install-train
 	$(LOCK) -o requirements.lock requirements.txt
 	$(LOCK) -o requirements-gpu.lock requirements-gpu.txt
 
-# Then the API alone (bench/api.py, 32 connections): it needs wrk (apt-get install wrk).
+# Then the API alone (bench/api.py, 32 connections; then paced at issue 20's rates, 500
+# POSTs/s and 3,000 status reads/s): it needs wrk (apt-get install wrk).
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
 	@if command -v wrk >/dev/null; then \
-		$(BIN)/python -m bench.api --connections 32 --out bench/results/api.json; \
+		$(BIN)/python -m bench.api --connections 32 --post-rate 500 --get-rate 3000 \
+			--out bench/results/api.json; \
 	else echo "bench.api skipped: it needs wrk (apt-get install wrk)"; fi
 
 bench-reuse: install

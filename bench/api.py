@@ -4,6 +4,7 @@
     DATABASE_URL=postgresql://... python -m bench.api --history 100000
     python -m bench.api --finish-every 0        # jobs pile up within a row (the old bench)
     python -m bench.api --web-workers 4 --web-threads 2   # another split of the web
+    python -m bench.api --connections 32 --post-rate 500 --get-rate 2000   # paced rows
 
 The web runs as the Procfile runs it (gunicorn, 2 processes x 4 threads, or
 --web-workers x --web-threads) with quotas,
@@ -17,6 +18,14 @@ jobs a row submits would stay queued: the bench marks the queued jobs finished e
 the tenant stays under the service's default jobs-in-flight quota (1,000, on) and every
 row starts with none in flight. `--finish-every 0` ends them only between rows, with
 the quota raised to 10,000,000 (the bench before 2026-12-03: a row's jobs pile up).
+
+By default each connection sends its next request as soon as the last is answered (a
+closed loop: the rows measure the most the web takes, and the latency of a queue kept
+full). `--post-rate R` / `--get-rate R` add rows paced at R requests/s in all (PACED_LUA:
+wrk's threads each send their share on a fixed schedule), the latency a client sees while
+the service carries that rate; each paced row reports the rate it reached beside the
+offered one (behind schedule, a request goes out late and its wait before sending is not
+counted, so a paced row is only honest where reached ~ offered).
 """
 
 from __future__ import annotations
@@ -61,21 +70,56 @@ end
 """
 
 
-def wrk(url: str, key: str, connections: int, seconds: int, script: str, body: str) -> dict:
-    """Run wrk against url; return requests/s, latency percentiles (ms) and non-2xx."""
+PACED_LUA = """
+-- Paced: each of wrk's threads sends one request every `interval` ms on a fixed schedule
+-- (wrk asks delay() before each request). A thread behind schedule sends at once.
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } stapel_timespec;
+int clock_gettime(int clock, stapel_timespec *tp);
+]]
+local now_ts = ffi.new("stapel_timespec")
+local function now_ms()
+  ffi.C.clock_gettime(1, now_ts)  -- CLOCK_MONOTONIC
+  return tonumber(now_ts.tv_sec) * 1000 + tonumber(now_ts.tv_nsec) / 1e6
+end
+local slot = nil
+delay = function()
+  local now = now_ms()
+  slot = (slot or now) + interval
+  return math.max(0, math.floor(slot - interval - now))
+end
+"""
+
+
+def wrk(
+    url: str,
+    key: str,
+    connections: int,
+    seconds: int,
+    script: str,
+    body: str,
+    rate: float = 0,
+) -> dict:
+    """Run wrk against url (paced at rate requests/s in all, or closed loop with 0);
+    return requests/s, latency percentiles (ms) and non-2xx."""
+    threads = min(2, connections)  # wrk wants a connection per thread at least
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(f'run = "{uuid.uuid4().hex[:12]}"\n')
+        if rate:
+            f.write(f"interval = {1000 * threads / rate!r}\n{PACED_LUA}")
         f.write(script)
         f.write(f'wrk.headers["Authorization"] = "Bearer {key}"\n')
         if body:
             f.write('wrk.headers["Content-Type"] = "application/json"\n')
             f.write(f"wrk.body = {json.dumps(body)}\n")
     try:
-        out = _run_wrk(f.name, url, connections, seconds)
+        out = _run_wrk(f.name, url, threads, connections, seconds)
     finally:
         Path(f.name).unlink()
     return {
         "connections": connections,
+        "offered_per_s": rate or None,
         "requests": int(re.search(r"(\d+) requests in", out).group(1)),
         "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
         "p50_ms": _latency(out, "50%"),
@@ -85,13 +129,13 @@ def wrk(url: str, key: str, connections: int, seconds: int, script: str, body: s
     }
 
 
-def _run_wrk(script: str, url: str, connections: int, seconds: int) -> str:
+def _run_wrk(script: str, url: str, threads: int, connections: int, seconds: int) -> str:
     """Run wrk with the Lua script; return its report."""
     return subprocess.run(
         [
             "wrk",
             "-t",
-            str(min(2, connections)),  # wrk wants a connection per thread at least
+            str(threads),
             "-c",
             str(connections),
             "-d",
@@ -149,6 +193,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--history", type=int, default=0)
     parser.add_argument("--finish-every", type=float, default=0.25)
     parser.add_argument(
+        "--post-rate", type=float, default=0, help="also a POST row paced at this rate/s"
+    )
+    parser.add_argument(
+        "--get-rate", type=float, default=0, help="also a status row paced at this rate/s"
+    )
+    parser.add_argument(
         "--web-workers", type=int, default=None, help="gunicorn processes (the Procfile's)"
     )
     parser.add_argument(
@@ -201,15 +251,20 @@ def run(stack: Stack, key: str, args) -> dict:
     ).json()
     rows: dict = {"post": [], "get": []}
     sessions = make_session_factory(make_engine(stack.env["DATABASE_URL"]))
+    targets = {
+        "post": (f"{url}/v1/jobs", POST_LUA, body),
+        "get": (f"{url}{job['links']['self']}", "", ""),
+    }
+    paced = [
+        (kind, rate) for kind, rate in (("post", args.post_rate), ("get", args.get_rate)) if rate
+    ]
     for connections in (int(c) for c in args.connections.split(",")):
         finish_queued(sessions)
-        for kind, target, script, payload in (
-            ("post", f"{url}/v1/jobs", POST_LUA, body),
-            ("get", f"{url}{job['links']['self']}", "", ""),
-        ):
+        for kind, rate in [("post", 0), ("get", 0), *paced]:
+            target, script, payload = targets[kind]
             before, started, stored = web_cpu(stack), time.monotonic(), jobs_stored(sessions)
             with Finisher(sessions, args.finish_every if kind == "post" else 0):
-                row = wrk(target, key, connections, args.seconds, script, payload)
+                row = wrk(target, key, connections, args.seconds, script, payload, rate)
             row["web_cores"] = round((web_cpu(stack) - before) / (time.monotonic() - started), 2)
             if kind == "post":  # every POST a new job: a replay would be another request
                 row["jobs_stored"] = jobs_stored(sessions) - stored

@@ -411,6 +411,7 @@ def _write_parts(
         learned = lookups.learned(batches)
         owned = with_retry(session, lambda w=held, n=learned: record_batch(session, claim, w, n))
         metrics.observe_stage("write", time.monotonic() - write_started)
+        batches.release()  # written: the batcher holds a large chunk's pieces no longer
         held, written_at = [], time.monotonic()
         if not owned:
             return None, failed
