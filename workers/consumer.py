@@ -9,10 +9,13 @@ asks the loop for one flush EVENT_FLUSH_S later, and the events buffered meanwhi
 along: one publish and one wake-up per period while tasks run. Flower sees a task's
 events at most EVENT_FLUSH_S late; Celery still flushes at once when a buffer holds
 its limit (24 events), and what is buffered is flushed before the consumer shuts down.
+A run the loop dropped (a broker reconnect resets it) is asked for again by the first
+event after STALE_PERIODS periods.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from celery.worker.consumer import Consumer as CeleryConsumer
@@ -23,20 +26,27 @@ EVENT_FLUSH_S = 0.1
 """At most this long between a task event and its publish (Flower's delay)."""
 
 
+STALE_PERIODS = 10
+"""A run asked for and not come after this many periods was dropped (a broker reconnect
+resets the loop and cancels timer entries): the next request asks again."""
+
+
 class Coalescer:
     """Runs `flush` on the hub's thread `period` seconds after the first request since
     the last run; requests meanwhile (from any thread) join that run."""
 
     def __init__(self, hub: Hub, flush: Callable[[], None], period: float) -> None:
         self.hub, self.flush, self.period = hub, flush, period
-        self.pending = False
+        self.asked: float | None = None
+        """When the pending run was asked for (None: no run pending)."""
         self._schedule = promise(self._start_timer)
 
     def request(self) -> None:
         """Ask for a flush (any thread). Two threads seeing no run pending at once
         schedule two runs: one flush too many, never an event left behind."""
-        if not self.pending:
-            self.pending = True
+        now = time.monotonic()
+        if self.asked is None or now - self.asked > STALE_PERIODS * self.period:
+            self.asked = now
             self.hub.call_soon(self._schedule)  # the timer is the hub thread's alone
 
     def _start_timer(self) -> None:
@@ -44,7 +54,7 @@ class Coalescer:
 
     def _run(self) -> None:
         # reset first: an event buffered from here on asks for the next run itself
-        self.pending = False
+        self.asked = None
         self.flush()
 
 

@@ -7,7 +7,7 @@ import time
 
 from kombu.asynchronous import Hub
 
-from workers.consumer import Coalescer
+from workers.consumer import STALE_PERIODS, Coalescer
 
 
 def run_until(hub: Hub, done, timeout: float = 10) -> None:
@@ -28,9 +28,9 @@ def test_requests_from_many_threads_before_a_run_make_one_flush():
     for thread in threads:
         thread.join()
     run_until(hub, lambda: flushes)
-    assert flushes == [0] and not coalescer.pending
+    assert flushes == [0] and coalescer.asked is None
     coalescer.request()  # after a run: the next request asks for the next run
-    assert coalescer.pending
+    assert coalescer.asked is not None
     run_until(hub, lambda: len(flushes) == 2)
     hub.close()
 
@@ -48,4 +48,19 @@ def test_a_request_while_the_flush_runs_gets_a_run_of_its_own():
     coalescer = Coalescer(hub, flush, period=0.01)
     coalescer.request()
     run_until(hub, lambda: len(flushes) == 2)
+    hub.close()
+
+
+def test_a_run_asked_for_and_dropped_is_asked_for_again_once_stale():
+    """A broker reconnect resets the loop: a run it dropped must not stop the flushes."""
+    hub = Hub()
+    flushes: list[int] = []
+    coalescer = Coalescer(hub, lambda: flushes.append(1), period=0.01)
+    coalescer.request()
+    hub._ready.clear()  # the dropped run (what a reset loses)
+    coalescer.request()  # not stale yet: it joins the (lost) run
+    assert not hub._ready
+    coalescer.asked -= 2 * STALE_PERIODS * coalescer.period  # long past its period
+    coalescer.request()
+    run_until(hub, lambda: flushes)
     hub.close()
