@@ -201,7 +201,11 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     held: list[Written] = [(i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())]
     held += [(i, t, Origin.CACHE.value, fp) for i, t in sorted(whole.items())]
     try:
-        outcome, failed = _write(current, session, claim, batches, len(rest), lookups, held)
+        try:
+            last, failed = _write_parts(current, session, claim, batches, len(rest), lookups, held)
+        finally:
+            batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
+        outcome = None if last is None else _finish(session, claim, batches, lookups, last)
     finally:
         batches.release()  # written, or never will be: a repeat now looks up the cache
     if outcome is None or outcome == ChunkOutcome.LOST:
@@ -223,29 +227,16 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     return outcome
 
 
-def _write(
-    current: WorkerState,
-    session: Session,
-    claim: Claim,
-    batches: Submission,
-    left: int,
-    lookups: _Lookups,
-    held: list[Written],
-) -> tuple[ChunkOutcome | None, int]:
-    """Write the chunk's translations as they come, then finish it in one transaction
-    (with the last chunk, the job too: retry-safe). Returns (the finish's outcome, or
-    None when the claim was lost or the work withdrawn; how many segments failed alone)."""
-    try:
-        last, failed = _write_parts(current, session, claim, batches, left, lookups, held)
-    finally:
-        batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
-    if last is None:
-        return None, failed
+def _finish(
+    session: Session, claim: Claim, batches: Submission, lookups: _Lookups, last: list[Written]
+) -> ChunkOutcome:
+    """Write the last parts and end the chunk in one transaction (with the last chunk, the
+    job too: retry-safe), with the model's new cache entries."""
     write_started = time.monotonic()
     learned = lookups.learned(batches)
     outcome = with_retry(session, lambda: finish_chunk(session, claim, last, learned))
     metrics.observe_stage("write", time.monotonic() - write_started)
-    return outcome, failed
+    return outcome
 
 
 _MACHINE = (Origin.CACHE.value, Origin.MT.value)
