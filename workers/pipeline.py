@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 from celery import Celery
 from sqlalchemy import select
@@ -205,9 +208,11 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
             last, failed = _write_parts(current, session, claim, batches, len(rest), lookups, held)
         finally:
             batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
-        outcome = None if last is None else _finish(session, claim, batches, lookups, last)
+        outcome = None
+        if last is not None:  # one transaction: the chunk's end and, with the last chunk, the job's
+            outcome = _write(session, batches, lookups, partial(finish_chunk, session, claim, last))
     finally:
-        batches.release()  # written, or never will be: a repeat now looks up the cache
+        batches.release()  # a stop or an error: nothing more will be written
     if outcome is None or outcome == ChunkOutcome.LOST:
         return _stopped(claim)
     if outcome == ChunkOutcome.JOB_SUCCEEDED and claim.has_callback:
@@ -227,16 +232,20 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     return outcome
 
 
-def _finish(
-    session: Session, claim: Claim, batches: Submission, lookups: _Lookups, last: list[Written]
-) -> ChunkOutcome:
-    """Write the last parts and end the chunk in one transaction (with the last chunk, the
-    job too: retry-safe), with the model's new cache entries."""
+T = TypeVar("T")
+
+
+def _write(
+    session: Session, batches: Submission, lookups: _Lookups, write: Callable[[Learned | None], T]
+) -> T:
+    """Run one write of the chunk's translations, given the model's new cache entries since
+    the last (retried on conflicts); then the batcher lets go of what it held for them."""
     write_started = time.monotonic()
     learned = lookups.learned(batches)
-    outcome = with_retry(session, lambda: finish_chunk(session, claim, last, learned))
+    written = with_retry(session, lambda: write(learned))
     metrics.observe_stage("write", time.monotonic() - write_started)
-    return outcome
+    batches.release()  # written: a repeat now finds the cache
+    return written
 
 
 _MACHINE = (Origin.CACHE.value, Origin.MT.value)
@@ -398,11 +407,7 @@ def _write_parts(
             return held, failed
         if small and time.monotonic() - written_at < settings.beat_s / 2:
             continue
-        write_started = time.monotonic()
-        learned = lookups.learned(batches)
-        owned = with_retry(session, lambda w=held, n=learned: record_batch(session, claim, w, n))
-        metrics.observe_stage("write", time.monotonic() - write_started)
-        batches.release()  # written: the batcher holds a large chunk's pieces no longer
+        owned = _write(session, batches, lookups, partial(record_batch, session, claim, held))
         held, written_at = [], time.monotonic()
         if not owned:
             return None, failed
