@@ -83,11 +83,13 @@ local function now_ms()
   ffi.C.clock_gettime(1, now_ts)  -- CLOCK_MONOTONIC
   return tonumber(now_ts.tv_sec) * 1000 + tonumber(now_ts.tv_nsec) / 1e6
 end
-local slot = nil
+local due = nil  -- when this thread's next request is due
 delay = function()
   local now = now_ms()
-  slot = (slot or now) + interval
-  return math.max(0, math.floor(slot - interval - now))
+  due = due or now
+  local wait = due - now
+  due = due + interval
+  return math.max(0, math.floor(wait))
 end
 """
 
