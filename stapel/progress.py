@@ -13,7 +13,7 @@ import bisect
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from sqlalchemy import func, literal, select, union_all
+from sqlalchemy import Row, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from stapel.formats.results import documents_of
@@ -42,7 +42,7 @@ class Pace:
     remaining_s: float | None
 
 
-def documents(session: Session, job: Job) -> list[DocumentProgress]:
+def documents(session: Session, job: Job | Row) -> list[DocumentProgress]:
     """Return the job's documents in order with their progress.
 
     Built from the chunks' `done` counts (each written with its segments, in the same
@@ -126,7 +126,9 @@ def _ended_by_document(
     return out
 
 
-def _failed_by_document(session: Session, job: Job, starts: list[int]) -> dict[int, int]:
+def _failed_by_document(
+    session: Session, job: Job | Row, starts: list[int]
+) -> dict[int, int]:
     """Segments failed alone, by document position; no read when the job has none."""
     if not job.segments_failed:
         return {}
@@ -139,7 +141,7 @@ def _failed_by_document(session: Session, job: Job, starts: list[int]) -> dict[i
     return out
 
 
-def pace(session: Session, job: Job) -> Pace:
+def pace(session: Session, job: Job | Row) -> Pace:
     """Return the job's rate since it started and, while it is active, the time left."""
     if job.started_at is None:
         return Pace(None, None, None)
@@ -158,7 +160,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def as_json(job: Job, docs: list[DocumentProgress], speed: Pace) -> dict:
+def as_json(job: Job | Row, docs: list[DocumentProgress], speed: Pace) -> dict:
     """Return the progress document of GET /v1/jobs/<id>/documents."""
     return {
         "id": job.id,

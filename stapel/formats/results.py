@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from stapel.exceptions import NotFound
@@ -31,7 +31,7 @@ class Rendered:
     """The file's bytes, or (a zip of several) its bytes as they are made."""
 
 
-def documents_of(session: Session, job: Job) -> list:
+def documents_of(session: Session, job: Job | Row) -> list:
     """The job's document rows in order: idx, name, first_segment, segment_count, format."""
     return list(
         session.execute(

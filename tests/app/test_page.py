@@ -11,7 +11,7 @@ import re
 import zipfile
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from app.page import CSP
 from stapel.formats import EXTENSIONS
@@ -106,6 +106,39 @@ def test_documents_show_progress_by_document_for_the_owner_only(app, client, aut
     assert body["documents"][1]["links"]["file"].endswith("format=file&document=1")
     other = {"Authorization": f"Bearer {other_key}"}
     assert client.get(f"/v1/jobs/{job_id}/documents", headers=other).status_code == 404
+
+
+def test_a_job_said_ended_has_every_document_counted(app, client, auth):
+    """The job ends right after its chunks' counts are read: the answer may still call it
+    running, never ended with documents left short (the page then stops reading them)."""
+    sizes = [2, 5, 1]
+    documents = [{"id": f"d{i}.txt", "segments": ["a."] * n} for i, n in enumerate(sizes)]
+    body = {"source_lang": "en", "target_lang": "de", "documents": documents}
+    job_id = client.post("/v1/jobs", json=body, headers=auth).get_json()["id"]
+    engine = app.extensions["stapel"].engine
+    ended: list[str] = []
+
+    def end_after_the_counts(_conn, _cursor, statement, *_args) -> None:
+        if ended or not re.search(r"\bFROM chunks\b", statement):
+            return
+        ended.append(statement)
+        mark_ended(app, job_id, translated=set(range(sum(sizes))), failed=set())
+        with app.extensions["stapel"].sessions() as s:
+            s.execute(update(Job).where(Job.id == job_id).values(status=Status.SUCCEEDED))
+            s.execute(update(Chunk).where(Chunk.job_id == job_id).values(status=Status.SUCCEEDED))
+            s.commit()
+
+    event.listen(engine, "after_cursor_execute", end_after_the_counts)
+    try:
+        body = client.get(f"/v1/jobs/{job_id}/documents", headers=auth).get_json()
+    finally:
+        event.remove(engine, "after_cursor_execute", end_after_the_counts)
+    assert ended, "the job ended while the answer was being read"
+    done = [d["segments_done"] for d in body["documents"]]
+    assert body["status"] == Status.QUEUED and done == [0, 0, 0], body
+    body = client.get(f"/v1/jobs/{job_id}/documents", headers=auth).get_json()
+    assert body["status"] == Status.SUCCEEDED
+    assert [d["segments_done"] for d in body["documents"]] == sizes
 
 
 @pytest.mark.parametrize(
