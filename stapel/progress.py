@@ -126,9 +126,7 @@ def _ended_by_document(
     return out
 
 
-def _failed_by_document(
-    session: Session, job: Job | Row, starts: list[int]
-) -> dict[int, int]:
+def _failed_by_document(session: Session, job: Job | Row, starts: list[int]) -> dict[int, int]:
     """Segments failed alone, by document position; no read when the job has none."""
     if not job.segments_failed:
         return {}
