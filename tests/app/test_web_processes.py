@@ -25,6 +25,7 @@ ACCESS_LINE = re.compile(
     r'^127\.0\.0\.1 - - \[[^]]+\] "GET /healthz HTTP/1\.1" 200 \d+ "-" "-"$',
     re.M,
 )
+FROZEN = re.compile(r"start-up objects frozen out of the garbage collector: (\d+)")
 
 
 def procfile_web_line() -> str:
@@ -123,6 +124,9 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
             timeout=10,
             what="an access log line per request",
         )
+        # each process froze its start-up objects (app.serve): a full collection skips them
+        frozen = FROZEN.findall((tmp_path / "web.log").read_text())
+        assert len(frozen) == 2 and all(int(n) > 50_000 for n in frozen), frozen
     finally:
         for conn in conns:
             conn.close()
