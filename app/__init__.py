@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-import logging
-
 import redis
 from flask import Flask
 
@@ -17,11 +14,10 @@ from app.web import Stapel, assign_request_id, close_session, echo_request_id, r
 from stapel import logs
 from stapel.broker import make_celery
 from stapel.db import make_engine, make_reader, make_session_factory
+from stapel.gc_freeze import freeze_start_up
 from stapel.metrics import web_registry
 from stapel.presence import ServedQueues
 from stapel.settings import Settings
-
-log = logging.getLogger(__name__)
 
 
 def create_app(overrides: dict | None = None) -> Flask:
@@ -63,19 +59,8 @@ def create_app(overrides: dict | None = None) -> Flask:
 
 
 def serve() -> Flask:
-    """The app for a serving process (gunicorn's factory): create_app, then the objects of
-    start-up frozen out of the cyclic garbage collector's reach.
-
-    A web process holds about 120,000 objects once the app is made (imports, SQLAlchemy's
-    and Flask's tables), nearly all alive until the process ends, and every full
-    collection walked them all: 45-110 ms with the GIL held, every request of the process
-    stalled, about every 10 s per process under load (docs/performance.md, 2026-12-05).
-    Frozen (gc.freeze), they are left out of every collection: a full one takes 1-2 ms.
-    Only for a process that serves until it ends: tests make many apps in one process,
-    and frozen objects are never collected as cyclic garbage.
-    """
+    """The app for a serving process (gunicorn's factory, the Procfile's): create_app, then
+    the objects of start-up frozen out of the garbage collector's passes (stapel.gc_freeze)."""
     app = create_app()
-    gc.collect()  # start-up's own garbage is collected, not frozen
-    gc.freeze()
-    log.info("start-up objects frozen out of the garbage collector: %d", gc.get_freeze_count())
+    freeze_start_up("web")
     return app

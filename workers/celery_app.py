@@ -9,6 +9,7 @@ from __future__ import annotations
 from celery import Celery, signals
 
 from stapel import logs
+from stapel.gc_freeze import freeze_start_up
 from stapel.settings import current
 from workers.runtime import Runtime
 
@@ -27,6 +28,7 @@ def _setup_logging(loglevel=None, **_kwargs) -> None:
 @signals.worker_ready.connect
 def _start(sender=None, **_kwargs) -> None:
     global _runtime
+    freeze_start_up("worker")  # before any model loads: models come and go (evictions)
     _runtime = Runtime(celery, getattr(sender, "hostname", None) or "worker")
     _runtime.start(sender)
 
