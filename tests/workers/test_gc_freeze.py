@@ -5,30 +5,27 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.factories import wait_for
-from tests.workers_proc import WorkerProcess
+from tests.workers_proc import stack_worker
 
 FROZEN = re.compile(r"start-up objects frozen out of the garbage collector: (\d+) \(worker\)")
 LOADED = re.compile(r"model loaded pair=en-de")
 
 
-def test_a_worker_freezes_its_start_up_before_its_first_model(app, settings_overrides, tmp_path):
-    env = {
-        "DATABASE_URL": settings_overrides["database_url"],
-        "REDIS_URL": settings_overrides["redis_url"],
-        "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),
-        "STAPEL_PRELOAD": "en-de",
-    }
-    worker = WorkerProcess(env, tmp_path).start(app.extensions["stapel"].celery)
-    try:
-        wait_for(
-            lambda: LOADED.search(worker.log_path.read_text(errors="replace")),
-            timeout=60,
-            what="the preloaded model",
-        )
-        log = worker.log_path.read_text(errors="replace")
-    finally:
-        worker.stop()
+@pytest.fixture
+def worker(app, settings_overrides, tmp_path):
+    yield from stack_worker(app, settings_overrides, tmp_path, STAPEL_PRELOAD="en-de")
+
+
+def test_a_worker_freezes_its_start_up_before_its_first_model(worker):
+    wait_for(
+        lambda: LOADED.search(worker.log_path.read_text(errors="replace")),
+        timeout=60,
+        what="the preloaded model",
+    )
+    log = worker.log_path.read_text(errors="replace")
     frozen = FROZEN.search(log)
     assert frozen, "the worker froze nothing"
     assert int(frozen.group(1)) > 50_000
