@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         "name": args.name,
         "docs": args.docs,
         "segments": len(flat),
-        "distinct_segments": len(set(flat)),
+        "distinct_segments": len(distinct),
         "decode_tokens": args.decode,
         "raw_segments_per_s": raw,
         "raw_runs_segments_per_s": raw_runs,
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     out = ROOT / "bench" / "results" / f"{args.name}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\n{len(flat)} segments ({len(set(flat))} distinct) in {args.docs} jobs")
+    print(f"\n{len(flat)} segments ({len(distinct)} distinct) in {args.docs} jobs")
     print("| row | segments/s | ratio to raw (no memory) |\n|---|---:|---:|")
     print(f"| raw CTranslate2, one call | {raw:.1f} | 1.00 |")
     for name, row in rows.items():

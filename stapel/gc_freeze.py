@@ -4,13 +4,14 @@ A process holds 100,000 objects or more once it has started (imports, SQLAlchemy
 Flask's and Celery's tables), nearly all alive until it ends, and every full (generation
 2) collection walked them all with the GIL held: 43-112 ms in a web process, 70-172 ms
 in a worker, every thread of the process stalled (docs/performance.md, 2026-12-05, third
-session). Frozen (`gc.freeze`), they are skipped: a full collection took 1-2 ms.
+session). Frozen (`gc.freeze`), they are skipped: a full collection then took 1-2 ms in
+a web process and about 11 ms in a worker (what its models and batches keep).
 
 Only for a process that serves until it ends, and only what it keeps: an object frozen
 and later dropped inside a reference cycle is never freed. A worker freezes before it
 loads a model, so the models it loads and evicts (with their batchers and threads, which
-do form cycles) stay collectable; tests, which make many apps in one process, never
-freeze.
+do form cycles) stay collectable. The test process, which makes many apps, never freezes
+(the web and worker processes it starts do).
 """
 
 from __future__ import annotations
