@@ -6,6 +6,7 @@ import fcntl
 import logging
 import os
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -39,7 +40,9 @@ def make_engine(url: str) -> Engine:
         )
 
         on_disk = "///" in url and path not in ("", ":memory:")
-        _one_writer_at_a_time(engine, FileTurn(f"{path}.write-turn") if on_disk else None)
+        turn = WriteTurn(FileTurn(f"{path}.write-turn") if on_disk else None)
+        checkpointer = Checkpointer(path, turn) if on_disk else None
+        _one_writer_at_a_time(engine, turn, checkpointer)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record) -> None:
@@ -48,6 +51,8 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
+            if checkpointer is not None:  # the Checkpointer's thread copies the WAL back
+                cur.execute("PRAGMA wal_autocheckpoint=0")
             cur.close()
 
         return engine
@@ -176,7 +181,31 @@ class FileTurn:
         fcntl.flock(self._held, fcntl.LOCK_UN)
 
 
-def _one_writer_at_a_time(engine: Engine, turn: FileTurn | None) -> None:
+class WriteTurn:
+    """A process's lock on SQLite writes, and the file turn among processes, taken together."""
+
+    def __init__(self, file: FileTurn | None) -> None:
+        self.lock = threading.Lock()
+        self.file = file
+
+    def take(self, deadline: float) -> bool:
+        """Take both; False when the deadline (time.monotonic) passes first."""
+        if not self.lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
+            return False
+        if self.file is not None and not self.file.take(deadline):
+            self.lock.release()
+            return False
+        return True
+
+    def give_back(self) -> None:
+        if self.file is not None:
+            self.file.give_back()
+        self.lock.release()
+
+
+def _one_writer_at_a_time(
+    engine: Engine, turn: WriteTurn, checkpointer: Checkpointer | None
+) -> None:
     """Let one thread at a time write to SQLite; the others queue here, not in SQLite.
 
     SQLite has one write lock per file. Threads that wait for it inside SQLite sleep in
@@ -188,36 +217,32 @@ def _one_writer_at_a_time(engine: Engine, turn: FileTurn | None) -> None:
     SQLite takes its own) and given back once its COMMIT or ROLLBACK has run: the
     dialect's own do_commit/do_rollback are wrapped, since SQLAlchemy's commit and
     rollback events fire before them (a turn given back there sent the next writer into
-    SQLite's busy handler while the commit still held SQLite's lock).
+    SQLite's busy handler while the commit still held SQLite's lock). A commit then
+    calls for a checkpoint (Checkpointer), which runs outside the turn.
     """
-    lock = threading.Lock()
     holder: list = [None]
     """The DBAPI connection whose transaction holds the turn (one per process at a time)."""
 
-    def give_back(dbapi_conn) -> None:
+    def give_back(dbapi_conn, committed: bool = False) -> None:
         if dbapi_conn is None or holder[0] is not dbapi_conn:
             return
         holder[0] = None
-        if turn is not None:
-            turn.give_back()
-        lock.release()
+        turn.give_back()
+        if committed and checkpointer is not None:
+            checkpointer.wrote()
 
     @event.listens_for(engine, "before_cursor_execute")
     def _take(_conn, cursor, statement, _params, _context, _many) -> None:
         dbapi_conn = cursor.connection
         if holder[0] is dbapi_conn or not _WRITES.match(statement):
             return
-        deadline = time.monotonic() + WRITE_WAIT_S
-        if not lock.acquire(timeout=WRITE_WAIT_S):
-            raise _no_turn(statement)
-        if turn is not None and not turn.take(deadline):
-            lock.release()
+        if not turn.take(time.monotonic() + WRITE_WAIT_S):
             raise _no_turn(statement)
         holder[0] = dbapi_conn
 
     dialect = engine.dialect  # the pool's too: its reset-on-return rolls back through it
-    for name in ("do_commit", "do_rollback"):
-        setattr(dialect, name, _then_give_back(getattr(dialect, name), give_back))
+    for name, committed in (("do_commit", True), ("do_rollback", False)):
+        setattr(dialect, name, _then_give_back(getattr(dialect, name), give_back, committed))
 
     # A connection invalidated or closed by the pool ends its transaction too.
     @event.listens_for(engine.pool, "invalidate")
@@ -229,14 +254,100 @@ def _one_writer_at_a_time(engine: Engine, turn: FileTurn | None) -> None:
         give_back(dbapi_conn)
 
 
-def _then_give_back(end: Callable, give_back: Callable) -> Callable:
+CHECKPOINT_AFTER_S = 0.2
+"""How long after a commit a process's Checkpointer copies the WAL back: the commits of
+that time go back in one checkpoint."""
+CHECKPOINT_IN_TURN_FRAMES = 4096
+"""A WAL this many frames long (16 MiB of 4 KiB pages) that a checkpoint beside the
+writers left not all copied back is checkpointed again inside the write turn (see
+Checkpointer)."""
+CHECKPOINTER_IDLE_S = 10
+"""How long a process's checkpoint thread stays without a commit before it ends."""
+
+
+class Checkpointer:
+    """Copies SQLite's write-ahead log back into the database on a thread of the process,
+    outside the write turn.
+
+    SQLite's own checkpoint runs inside the COMMIT that takes the WAL past 1,000 pages
+    (`wal_autocheckpoint`): that writer copies them to the database file and syncs it
+    while holding the turn, so every writer of every process waits 5-8 ms behind it,
+    several times a second under load (docs/performance.md, "2026-12-05, fourth
+    session"). Here the pooled connections have it off; a commit wakes this thread,
+    which waits CHECKPOINT_AFTER_S and runs a PASSIVE checkpoint on a connection of its
+    own, beside the writers (a PASSIVE checkpoint takes no write lock and waits for
+    nobody). A checkpoint is complete when no commit came during it, and the next writer
+    then starts the WAL over from its beginning; under writes without a pause that may
+    not happen, so a checkpoint that leaves a WAL of CHECKPOINT_IN_TURN_FRAMES or more
+    not all copied back is run once more inside the write turn, where no commit comes,
+    and the WAL stays bounded. Processes each run their own; SQLite lets one checkpoint
+    run at a time, and a PASSIVE one finding another running returns at once.
+    """
+
+    def __init__(self, path: str, turn: WriteTurn) -> None:
+        self.path, self.turn = path, turn
+        self.uri = f"{Path(path).resolve().as_uri()}?mode=rw"  # never creates the file
+        self._pid = 0  # the process the rest belongs to: set up at its first commit
+
+    def _set_up(self) -> None:
+        self._pid, self._cond = os.getpid(), threading.Condition()
+        self._due = self._running = False
+
+    def wrote(self) -> None:
+        """Call for a checkpoint (a transaction has committed)."""
+        if self._pid != os.getpid():
+            self._set_up()
+        if self._due:
+            return  # one is called for already
+        with self._cond:
+            self._due = True
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True).start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        conn = None
+        try:
+            conn = sqlite3.connect(self.uri, uri=True, isolation_level=None, timeout=30)
+            while True:
+                with self._cond:
+                    if not self._cond.wait_for(lambda: self._due, CHECKPOINTER_IDLE_S):
+                        self._running = False
+                        return
+                time.sleep(CHECKPOINT_AFTER_S)
+                self._due = False  # a commit from now on calls for the next one
+                self.checkpoint(conn)
+        except sqlite3.Error as exc:  # the next commit starts a new thread
+            log.warning("SQLite checkpoint failed path=%s error=%s", self.path, exc)
+            with self._cond:
+                self._due = self._running = False
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def checkpoint(self, conn: sqlite3.Connection) -> None:
+        """One PASSIVE checkpoint; again inside the write turn if it left a long WAL not
+        all copied back."""
+        _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if frames < CHECKPOINT_IN_TURN_FRAMES or copied >= frames:
+            return  # short, or complete: the next writer starts it over
+        if not self.turn.take(time.monotonic() + WRITE_WAIT_S):
+            return
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        finally:
+            self.turn.give_back()
+
+
+def _then_give_back(end: Callable, give_back: Callable, committed: bool) -> Callable:
     """Wrap a dialect's do_commit or do_rollback: end the transaction, then the turn."""
 
     def ended(connection) -> None:
         try:
             end(connection)
         finally:
-            give_back(getattr(connection, "dbapi_connection", connection))
+            give_back(getattr(connection, "dbapi_connection", connection), committed)
 
     return ended
 

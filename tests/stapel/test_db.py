@@ -8,11 +8,12 @@ import contextlib
 import fcntl
 import multiprocessing
 import sqlite3
+import struct
 import threading
 import time
 
 import pytest
-from sqlalchemy import event, insert, select, update
+from sqlalchemy import event, func, insert, select, text, update
 from sqlalchemy.exc import OperationalError
 
 from stapel import db
@@ -232,3 +233,96 @@ def test_the_next_writer_starts_after_the_last_commit_has_run(sqlite_sessions, m
         first.commit()
     thread.join()
     assert seen == [1], "the second writer began before the first one's COMMIT had run"
+
+
+def wal_frames(path: str) -> tuple[int, int]:
+    """(frames in the WAL, frames of them copied back) from the WAL index's header (SQLite's
+    file format: mxFrame at byte 16 of the header, nBackfill at byte 96 of the -shm file)."""
+    with open(f"{path}-shm", "rb") as shm:
+        header = shm.read(100)
+    return struct.unpack_from("=I", header, 16)[0], struct.unpack_from("=I", header, 96)[0]
+
+
+def test_a_commit_leaves_the_checkpoint_to_the_process_checkpointer(sqlite_sessions):
+    """No writer copies the WAL back inside its COMMIT (and the write turn): the pooled
+    connections have SQLite's automatic checkpoint off, and the process's checkpoint
+    thread copies what they wrote soon after."""
+    engine = sqlite_sessions.kw["bind"]
+    with sqlite_sessions() as session:
+        assert session.execute(text("PRAGMA wal_autocheckpoint")).scalar() == 0
+        for n in range(50):
+            add_tenant(session, f"t{n}")
+            session.commit()
+    assert wal_frames(engine.url.database)[0] > 0
+    wait_for(lambda: (w := wal_frames(engine.url.database))[0] == w[1] > 0, timeout=10)
+
+
+def test_the_checkpoint_thread_ends_when_idle_and_the_next_commit_starts_another(
+    sqlite_sessions, monkeypatch
+):
+    monkeypatch.setattr(db, "CHECKPOINTER_IDLE_S", 0.2)
+    path = sqlite_sessions.kw["bind"].url.database
+
+    def checkpointing() -> bool:
+        return any(t.name == "sqlite-checkpoint" for t in threading.enumerate())
+
+    with sqlite_sessions() as session:
+        add_tenant(session, "a")
+        session.commit()
+        wait_for(lambda: not checkpointing(), timeout=10, interval=0.02)
+        add_tenant(session, "b")
+        session.commit()
+    wait_for(lambda: (w := wal_frames(path))[0] == w[1] and w[0] > 0, timeout=10)
+
+
+def test_a_long_wal_not_all_copied_back_is_checkpointed_inside_the_write_turn(
+    tmp_path, monkeypatch
+):
+    """A checkpoint beside the writers completes only when nothing keeps it from copying
+    every frame back (a commit during it, a reader's snapshot); one that leaves a WAL of
+    CHECKPOINT_IN_TURN_FRAMES or more incomplete runs again inside the write turn, so that
+    the next writer starts the WAL over and it stays bounded."""
+    monkeypatch.setattr(db, "CHECKPOINT_IN_TURN_FRAMES", 100)
+    monkeypatch.setattr(db.Checkpointer, "wrote", lambda self: None)  # the engine's own: off
+    url = f"sqlite:///{tmp_path / 'long.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    path = engine.url.database
+    sessions = make_session_factory(engine)
+    reader = sqlite3.connect(path, isolation_level=None)
+    turn = db.WriteTurn(None)
+    taken: list[int] = []
+    take = turn.take
+
+    def writers_paused(deadline: float) -> bool:  # the reader's snapshot ends meanwhile
+        reader.execute("COMMIT")
+        taken.append(1)
+        return take(deadline)
+
+    monkeypatch.setattr(turn, "take", writers_paused)
+    checkpointer = db.Checkpointer(path, turn)
+    conn = sqlite3.connect(path, isolation_level=None)
+    with sessions() as session:
+        for n in range(150):
+            add_tenant(session, f"t{n}")
+            session.commit()
+        assert wal_frames(path)[0] >= 100
+        checkpointer.checkpoint(conn)
+        assert taken == [], "a long WAL all copied back was checkpointed again in the turn"
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM tenants").fetchone()
+        for n in range(150, 300):
+            add_tenant(session, f"t{n}")
+            session.commit()
+        long, _ = wal_frames(path)
+        assert long >= 100
+        checkpointer.checkpoint(conn)
+        assert taken == [1]
+        assert wal_frames(path) == (long, long)
+        add_tenant(session, "after")
+        session.commit()  # the WAL is all copied back: this writer starts it over
+        assert wal_frames(path)[0] < long
+        assert session.scalar(select(func.count()).select_from(Tenant)) == 301
+    reader.close()
+    conn.close()
+    engine.dispose()
