@@ -270,7 +270,7 @@ class Checkpointer:
 
     SQLite's own checkpoint runs inside the COMMIT that takes the WAL past 1,000 pages
     (`wal_autocheckpoint`): that writer copies them to the database file and syncs it
-    while holding the turn, so every writer of every process waits 5-8 ms behind it,
+    while holding the turn, so every writer of every process waits 5-10 ms behind it,
     several times a second under load (docs/performance.md, "2026-12-05, fourth
     session"). Here the pooled connections have it off; a commit wakes this thread,
     which waits CHECKPOINT_AFTER_S and runs a PASSIVE checkpoint on a connection of its
