@@ -85,7 +85,14 @@ def bench_model(args) -> Path:
 
 
 def raw_rate(path: Path, texts: list[str], args) -> float:
-    """Segments/s of CTranslate2 alone: tokenize, one translate_batch, detokenize.
+    """Segments/s of CTranslate2 alone (raw_run)."""
+    return raw_run(path, texts, args)["segments_per_s"]
+
+
+def raw_run(path: Path, texts: list[str], args) -> dict:
+    """CTranslate2 alone: tokenize, one translate_batch, detokenize; its segments/s,
+    seconds and the CPU seconds this process used meanwhile (all its threads: CTranslate2's
+    translators do the work).
 
     The translator has the worker's threads, split the worker's way (batches at once x
     threads each), and the worker's compute type: CTranslate2 cuts the one call into
@@ -101,10 +108,15 @@ def raw_rate(path: Path, texts: list[str], args) -> float:
         intra_threads=intra,
     )
     translator.translate_batch([sp.encode("warm up", out_type=str)], max_decoding_length=4)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     results = one_call(translator, [t + ["</s>"] for t in sp.encode(texts, out_type=str)], args)
     sp.decode([r.hypotheses[0] for r in results])
-    return len(texts) / (time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return {
+        "segments_per_s": len(texts) / seconds,
+        "seconds": seconds,
+        "translate_cpu_s": time.process_time() - cpu_started,
+    }
 
 
 def one_call(translator: ctranslate2.Translator, tokens: list[list[str]], args) -> list:
@@ -465,7 +477,11 @@ def main(argv: list[str] | None = None) -> None:
         "rows": {},
     }
     print("raw CTranslate2 ...", flush=True)
-    raw_small_runs = sorted(raw_rate(path, small_texts, args) for _ in range(args.repeat))
+    raw_small_all = sorted(
+        (raw_run(path, small_texts, args) for _ in range(args.repeat)),
+        key=lambda run: run["segments_per_s"],
+    )
+    raw_small_runs = [run["segments_per_s"] for run in raw_small_all]
     raw_small = raw_small_runs[len(raw_small_runs) // 2]
     progress("raw on the small-job segments, segments/s", raw_small_runs)
     if not args.small_only:
@@ -519,7 +535,7 @@ def main(argv: list[str] | None = None) -> None:
     results["concurrency"] = args.concurrency
     rows = results["rows"]
     rows["raw (small-job segments)"] = {
-        "segments_per_s": raw_small,
+        **raw_small_all[len(raw_small_all) // 2],
         "ratio": 1.0,
         "runs_segments_per_s": raw_small_runs,
     }
@@ -551,6 +567,25 @@ def big_rows(
     rows["naive (one per call)"] = {"segments_per_s": naive, "ratio": naive / raw_big}
     results["one_segment_idle"] = latency
     results["huge_job_rss"] = rss
+
+
+def many_small_gap(raw: dict, small: dict) -> str:
+    """Where many small's time beyond raw's goes, in CPU seconds of the machine's cores:
+    its translators against raw's (the same segments: more means smaller or worse-placed
+    batches), the rest of the stack (web, the worker's own threads, Redis, this client,
+    which raw does not have: all of the worker's CPU but its translators'), and cores
+    nobody used, raw's idle beside it (medians)."""
+    if "translate_cpu_s" not in raw:  # a result written before raw's CPU was measured
+        return ""
+    cores = os.cpu_count() or 1
+    cpu, raw_cpu = small["cpu_s"], raw["translate_cpu_s"]
+    stack = cpu["web"] + cpu["redis"] + cpu["client"] + cpu["worker"] - cpu["worker_translators"]
+    return (
+        f"many small against raw: {small['seconds']:.2f} s against {raw['seconds']:.2f} s; "
+        f"translators {cpu['worker_translators']:.1f} core-s against raw's {raw_cpu:.1f}, "
+        f"the rest of the stack {stack:.1f}, idle {cpu['idle']:.1f} against raw's "
+        f"{max(cores * raw['seconds'] - raw_cpu, 0.0):.1f} ({cores} cores)"
+    )
 
 
 def print_table(results: dict, out: Path) -> None:
