@@ -607,6 +607,10 @@ def print_table(results: dict, out: Path) -> None:
                 f"CPU seconds during {name} ({row['seconds']:.1f} s wall): "
                 + ", ".join(f"{k} {v:.1f}" for k, v in row["cpu_s"].items())
             )
+    if gap := many_small_gap(
+        results["rows"]["raw (small-job segments)"], results["rows"]["many small"]
+    ):
+        print(gap)
     runs = results["rows"]["many small"]["ratios_of_runs"]
     if len(runs) > 1:
         print("many small, each run (fastest first): " + ", ".join(f"{r:.2f}" for r in runs))
