@@ -482,7 +482,8 @@ def main(argv: list[str] | None = None) -> None:
         key=lambda run: run["segments_per_s"],
     )
     raw_small_runs = [run["segments_per_s"] for run in raw_small_all]
-    raw_small = raw_small_runs[len(raw_small_runs) // 2]
+    raw_small_median = raw_small_all[len(raw_small_all) // 2]
+    raw_small = raw_small_median["segments_per_s"]
     progress("raw on the small-job segments, segments/s", raw_small_runs)
     if not args.small_only:
         raw_big = raw_rate(path, big, args)
@@ -535,7 +536,7 @@ def main(argv: list[str] | None = None) -> None:
     results["concurrency"] = args.concurrency
     rows = results["rows"]
     rows["raw (small-job segments)"] = {
-        **raw_small_all[len(raw_small_all) // 2],
+        **raw_small_median,
         "ratio": 1.0,
         "runs_segments_per_s": raw_small_runs,
     }
@@ -575,8 +576,6 @@ def many_small_gap(raw: dict, small: dict) -> str:
     batches), the rest of the stack (web, the worker's own threads, Redis, this client,
     which raw does not have: all of the worker's CPU but its translators'), and cores
     nobody used, raw's idle beside it (medians)."""
-    if "translate_cpu_s" not in raw:  # a result written before raw's CPU was measured
-        return ""
     cores = os.cpu_count() or 1
     cpu, raw_cpu = small["cpu_s"], raw["translate_cpu_s"]
     stack = cpu["web"] + cpu["redis"] + cpu["client"] + cpu["worker"] - cpu["worker_translators"]
@@ -607,10 +606,9 @@ def print_table(results: dict, out: Path) -> None:
                 f"CPU seconds during {name} ({row['seconds']:.1f} s wall): "
                 + ", ".join(f"{k} {v:.1f}" for k, v in row["cpu_s"].items())
             )
-    if gap := many_small_gap(
-        results["rows"]["raw (small-job segments)"], results["rows"]["many small"]
-    ):
-        print(gap)
+    print(
+        many_small_gap(results["rows"]["raw (small-job segments)"], results["rows"]["many small"])
+    )
     runs = results["rows"]["many small"]["ratios_of_runs"]
     if len(runs) > 1:
         print("many small, each run (fastest first): " + ", ".join(f"{r:.2f}" for r in runs))
