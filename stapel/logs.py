@@ -39,6 +39,11 @@ def _mask(match: re.Match) -> str:
     return (match.group(1) or match.group(2)) + "***"
 
 
+def mask_secrets(text: str) -> str:
+    """The text with API keys and bearer tokens masked, as on every log line."""
+    return _SECRET.sub(_mask, text)
+
+
 @contextlib.contextmanager
 def job_context(job_id: str, chunk: int | None = None) -> Iterator[None]:
     """Stamp every line logged inside the block with logid=job_id (and chunk=)."""
@@ -71,7 +76,7 @@ class ContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        masked = _SECRET.sub(_mask, message)
+        masked = mask_secrets(message)
         if masked != message:
             record.msg, record.args = masked, None
             message = masked

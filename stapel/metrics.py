@@ -240,7 +240,7 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 def web_registry(sessions: sessionmaker[Session], client: redis.Redis) -> CollectorRegistry:
     """Return the registry /metrics serves: the web's counters plus StateCollector.
 
-    Under gunicorn each process counts its own requests; with PROMETHEUS_MULTIPROC_DIR
+    With several web processes each counts its own requests; with PROMETHEUS_MULTIPROC_DIR
     set (the Procfile's `web` does) every process writes its counters to files there and
     any process's /metrics sums them all, so a scrape sees the whole web, not one process.
     """

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import socket
 
 import redis
-from flask import Flask, jsonify
+from flask import Flask, jsonify, request
 from sqlalchemy.exc import InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
@@ -24,6 +22,26 @@ def error_response(status: int, code: str, message: str, headers: dict | None = 
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response
+
+
+TARGET_BYTES = 4094
+"""The longest request target (path and query) a request may have: 414 beyond."""
+
+
+def refuse_long_targets():
+    """Refuse a request whose target is over TARGET_BYTES (414 `uri_too_long`).
+
+    The HTTP server bounds the whole head (app.server); this keeps URLs to what proxies
+    and logs carry, and answers in the API's shape.
+    """
+    environ = request.environ
+    query = environ.get("QUERY_STRING", "")
+    size = len(environ.get("PATH_INFO", "")) + (len(query) + 1 if query else 0)
+    if size > TARGET_BYTES:
+        return error_response(
+            414, "uri_too_long", f"the request target is over {TARGET_BYTES} bytes"
+        )
+    return None
 
 
 def register(app: Flask) -> None:
@@ -76,30 +94,3 @@ def register(app: Flask) -> None:
     def _unexpected(exc: Exception):
         log.exception("unhandled error")
         return error_response(500, "internal_error", "internal error")
-
-
-def gunicorn_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
-    """Write one of gunicorn's own refusals (414, bad request line...) as a JSON error.
-
-    gunicorn answers these before the app sees the request, in HTML; this replaces its
-    `util.write_error` so they come in the API's shape: 414 `uri_too_long`, 400
-    `bad_request`, 431 `request_header_fields_too_large`, ...
-    """
-    from gunicorn import util
-
-    code = reason.lower().replace(" ", "_").replace("-", "_")
-    body = json.dumps({"error": {"code": code, "message": mesg or reason}}).encode()
-    head = (
-        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    util.write_nonblock(sock, head.encode("latin-1") + body)
-
-
-def json_gunicorn_errors() -> None:
-    """Make gunicorn, when it serves the app, write its own errors as JSON (see above)."""
-    try:
-        from gunicorn import util
-    except ImportError:
-        return
-    util.write_error = gunicorn_error

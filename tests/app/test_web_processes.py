@@ -1,15 +1,16 @@
-"""The Procfile's web role spreads connections over every gunicorn process.
+"""The Procfile's web role spreads connections over every web process.
 
-Without `--reuse-port` the processes share the master's one listening socket, and
-whichever is in accept() first takes a burst of new connections: a 32-connection load
+Under gunicorn (before 2026-12-05) processes sharing the master's listening socket let
+whichever was in accept() first take a burst of new connections: a 32-connection load
 went to one of two processes, which then served it on one core (the GIL) while the
-other idled. With it each process listens on a socket of its own and the kernel
-spreads new connections over them.
+other idled. granian's processes (app.server) accept in Rust, outside the GIL, on the
+one socket: this checks that the connections still land on every process.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import subprocess
@@ -77,8 +78,8 @@ def socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def gunicorn_processes(master: int) -> set[int]:
-    """The gunicorn master's worker processes (the shell line runs it as its child)."""
+def web_processes(master: int) -> set[int]:
+    """The web server's worker processes (the shell line runs its master as its child)."""
     workers: set[int] = set()
     for pid in children(master):
         workers |= children(pid) or {pid}
@@ -101,7 +102,7 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
     conns: list[http.client.HTTPConnection] = []
     try:
         wait_for(
-            lambda: len(gunicorn_processes(shell.pid)) == 2 and _answers(port),
+            lambda: len(web_processes(shell.pid)) == 2 and _answers(port),
             timeout=60,
             what="the web role's two processes to answer",
         )
@@ -113,12 +114,10 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
             response.read()  # the connection stays open (keep-alive)
             conns.append(conn)
         open_conns = established_inodes(port)
-        served = {
-            pid: len(socket_inodes(pid) & open_conns) for pid in gunicorn_processes(shell.pid)
-        }
+        served = {pid: len(socket_inodes(pid) & open_conns) for pid in web_processes(shell.pid)}
         assert sum(served.values()) == CONNECTIONS, served
         assert all(served.values()), f"a web process got no connection: {served}"
-        # the access log: a combined-format line per request (app.access_log.AccessLogger)
+        # the access log: a combined-format line per request (app.access_log.AccessLog)
         wait_for(
             lambda: len(ACCESS_LINE.findall((tmp_path / "web.log").read_text())) > CONNECTIONS,
             timeout=10,
@@ -138,7 +137,7 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
 def test_the_web_roles_processes_and_threads_are_set_from_the_environment(
     database_url, redis_url, tmp_path
 ):
-    """STAPEL_WEB_WORKERS and STAPEL_WEB_THREADS reach gunicorn (its resolved config)."""
+    """STAPEL_WEB_WORKERS and STAPEL_WEB_THREADS reach the server (its resolved config)."""
     env = web_env(database_url, redis_url, STAPEL_WEB_WORKERS="3", STAPEL_WEB_THREADS="5")
     printed = subprocess.run(
         ["bash", "-c", procfile_web_line() + " --print-config"],
@@ -149,11 +148,23 @@ def test_the_web_roles_processes_and_threads_are_set_from_the_environment(
         timeout=60,
         check=True,
     ).stdout
-    config = {
-        name.strip(): value.strip()
-        for name, _, value in (line.partition("=") for line in printed.splitlines())
-    }
-    assert (config["workers"], config["threads"]) == ("3", "5")
+    config = json.loads(printed)
+    assert (config["workers"], config["blocking_threads"]) == (3, 5)
+    assert (config["address"], config["port"]) == ("127.0.0.1", 8000)
+
+
+def test_a_bad_setting_stops_the_web_with_its_name(database_url, redis_url, tmp_path):
+    env = web_env(database_url, redis_url, STAPEL_WEB_THREADS="0")
+    done = subprocess.run(
+        ["bash", "-c", procfile_web_line()],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "STAPEL_WEB_THREADS must be a whole number of at least 1, not '0'" in done.stderr
 
 
 def _answers(port: int) -> bool:

@@ -2,8 +2,9 @@
 
 Hosts (one namespace each, all on a bridge in a switch namespace, a private /24 that
 exists only inside these namespaces): `svc` (PostgreSQL on its own cluster, and Redis
-on a second address, so one host's route to Redis alone can be cut), `web` (gunicorn),
-`w1` and `w2` (one Celery worker each, with its own copy of the model root), and `cli`
+on a second address, so one host's route to Redis alone can be cut), `web`
+(`python -m app.server`), `w1` and `w2` (one Celery worker each, with its own copy of
+the model root), and `cli`
 (where the test's own HTTP and DB calls run, from a thread that joined that namespace).
 Each process binds its host's address; nothing is shared through loopback, and the
 worker hosts share no files with the web. Needs root (namespaces, setns, runuser).

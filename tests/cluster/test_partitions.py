@@ -84,9 +84,10 @@ def _start(net: Cluster, env: dict) -> None:
     net.spawn(
         "web",
         "web",
-        [sys.executable, "-m", "gunicorn", "--bind", f"{net.ip('web')}:8000", "--workers", "1",
-         "--threads", "8", "app:create_app()"],
-        {**env, "STAPEL_MODEL_ROOT": str(web), "STAPEL_RATE_SUBMIT": "off"},
+        [sys.executable, "-m", "app.server"],
+        {**env, "STAPEL_MODEL_ROOT": str(web), "STAPEL_RATE_SUBMIT": "off",
+         "STAPEL_BIND": f"{net.ip('web')}:8000", "STAPEL_WEB_WORKERS": "1",
+         "STAPEL_WEB_THREADS": "8"},
     )  # fmt: skip
     for host in ("w1", "w2"):
         models = net.workdir / host / "models"

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from app.server import options as web_options
 from autoscaler.config import AutoscalerSettings
 from stapel.settings import Settings
 from tests.deploy.render import (
@@ -109,7 +110,8 @@ def test_entry_point_refuses_unknown_roles():
 def test_listeners_bind_beyond_loopback_in_the_cluster_only(overlay):
     """The Procfile binds 127.0.0.1 by default; deploy/ says 0.0.0.0 where a port is served."""
     objects = rendered(overlay)
-    assert "127.0.0.1:8000" in PROCFILE["web"] and "127.0.0.1" in PROCFILE["flower"]
+    assert PROCFILE["web"].endswith("python -m app.server") and "127.0.0.1" in PROCFILE["flower"]
+    assert (web_options({})["address"], web_options({})["port"]) == ("127.0.0.1", 8000)
     assert Settings().metrics_bind == "127.0.0.1"
     assert config_env(objects)["STAPEL_METRICS_BIND"] == "0.0.0.0"
     env = {

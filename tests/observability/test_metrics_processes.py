@@ -37,7 +37,7 @@ def _python(code: str, env: dict) -> str:
 
 def test_http_counters_are_summed_over_the_web_processes(tmp_path, database_url, redis_url):
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-    for n in (3, 4):  # two gunicorn processes, each counting its own requests
+    for n in (3, 4):  # two web processes, each counting its own requests
         _python(COUNT.format(n=n), env)
     text = _python(SCRAPE.format(db=database_url, r=redis_url), env)
     line = 'stapel_http_requests_total{endpoint="/v1/jobs",method="GET",status="200"} 7.0'
