@@ -6,18 +6,18 @@
     python -m bench.api --web-workers 4 --web-threads 2   # another split of the web
     python -m bench.api --connections 32 --post-rate 500 --get-rate 2000   # paced rows
 
-The web runs as the Procfile runs it (gunicorn, 2 processes x 4 threads, or
---web-workers x --web-threads) with quotas,
-rate limits and idempotency on (limits set high enough not to refuse the load); no
-worker runs, so every job stays queued. The load comes from wrk (Debian's `wrk`
-package: `apt-get install wrk`), which uses a fraction of a core: each POST carries its
-own Idempotency-Key. `--history N` first stores N finished jobs for the tenant, to show
-that the jobs-in-flight count does not grow with a tenant's history. With no worker the
-jobs a row submits would stay queued: the bench marks the queued jobs finished every
-`--finish-every` seconds while the rows run (as workers keeping up would end them), so
-the tenant stays under the service's default jobs-in-flight quota (1,000, on) and every
-row starts with none in flight. `--finish-every 0` ends them only between rows, with
-the quota raised to 10,000,000 (the bench before 2026-12-03: a row's jobs pile up).
+The web runs as the Procfile runs it (`python -m app.server`: granian, 2 processes x 4
+threads, or --web-workers x --web-threads) with quotas, rate limits and idempotency on
+(limits set high enough not to refuse the load); no worker runs, so every job stays
+queued. The load comes from wrk (Debian's `wrk` package: `apt-get install wrk`), which
+uses a fraction of a core: each POST carries its own Idempotency-Key. `--history N`
+first stores N finished jobs for the tenant, to show that the jobs-in-flight count does
+not grow with a tenant's history. With no worker the jobs a row submits would stay
+queued: the bench marks the queued jobs finished every `--finish-every` seconds while
+the rows run (as workers keeping up would end them), so the tenant stays under the
+service's default jobs-in-flight quota (1,000, on) and every row starts with none in
+flight. `--finish-every 0` ends them only between rows, with the quota raised to
+10,000,000 (the bench before 2026-12-03: a row's jobs pile up).
 
 By default each connection sends its next request as soon as the last is answered (a
 closed loop: the rows measure the most the web takes, and the latency of a queue kept
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         "--get-rate", type=float, default=0, help="also a status row paced at this rate/s"
     )
     parser.add_argument(
-        "--web-workers", type=int, default=None, help="gunicorn processes (the Procfile's)"
+        "--web-workers", type=int, default=None, help="web processes (the Procfile's)"
     )
     parser.add_argument(
         "--web-threads", type=int, default=None, help="threads per process (the Procfile's)"

@@ -2,7 +2,7 @@
 
     DATABASE_URL=postgresql://... python -m bench.capacity --jobs 200
 
-A stack (gunicorn 1 process x 8 threads, one worker, the tiny test model so that the
+A stack (the web: 1 process x 8 threads, one worker, the tiny test model so that the
 worker is not what is measured) on PostgreSQL (the DB's own statistics count the writes)
 and an embedded Redis (INFO commandstats counts the operations). Submits `jobs`
 one-segment jobs from 8 client threads and waits until all are done. Reports: POSTs/s

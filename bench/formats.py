@@ -3,7 +3,7 @@
     python -m bench.formats --model base      # bench/results/formats-base.json
     python -m bench.formats --model demo      # bench/results/formats-demo.json
 
-One stack (gunicorn web, one cpu worker) on either the Transformer-base sized model of
+One stack (the web, one cpu worker) on either the Transformer-base sized model of
 `make bench` (random weights, 40 output tokens a segment: the cost of a real model, so
 the figure the service is held to) or the committed demo model en-de (1.65M parameters,
 about a hundred times cheaper a segment than a real model, with real translations, so

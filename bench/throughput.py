@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> None:
         "no such bound)",
     )
     parser.add_argument(
-        "--web-processes", type=int, default=None, help="gunicorn processes (the Procfile's)"
+        "--web-processes", type=int, default=None, help="web processes (the Procfile's)"
     )
     parser.add_argument(
         "--tiny",
