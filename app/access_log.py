@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,9 +26,11 @@ from urllib.parse import quote
 
 from stapel.logs import mask_secrets
 
-LOGGER = "stapel.access"
 _TARGET_SAFE = "/:@!$&'()*+,;=-._~%"
 """Characters the request target keeps as they are; the rest are percent-encoded again."""
+
+WHOLE_BODY_BYTES = 64 * 1024
+"""A response body up to this size (by its Content-Length) is handed over whole."""
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict, StartResponse], Iterable[bytes]]
@@ -59,16 +61,21 @@ def target(environ: dict) -> str:
     return f"{path}?{query}" if query else path
 
 
-def logger() -> logging.Logger:
-    """The access logger: plain lines on stdout, on their own (not the root's handlers)."""
-    log = logging.getLogger(LOGGER)
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
-    return log
+def stdout_lines() -> Callable[[str], None]:
+    """Write each line to standard output in one write(2), outside the logging module
+    (a LogRecord, its handlers and a flush cost a read of this size about 5% of its CPU);
+    a line that cannot be written (stdout closed) is dropped, never the request."""
+    fd = sys.stdout.fileno()
+
+    def write(line: str) -> None:
+        data = (line + "\n").encode("utf-8", "backslashreplace")
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError:
+            pass
+
+    return write
 
 
 class AccessLog:
@@ -76,18 +83,35 @@ class AccessLog:
 
     _stamp: tuple[int, str] = (-1, "")
 
-    def __init__(self, app: WSGIApp, log: logging.Logger | None = None) -> None:
+    def __init__(self, app: WSGIApp, write: Callable[[str], None] | None = None) -> None:
         self.app = app
-        self.log = log or logger()
+        self._write = write or stdout_lines()
 
     def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         status: list[str] = []
+        length: list[int] = []
 
         def starting(code: str, headers: list, exc_info: Any = None) -> Any:
             status[:] = [code.split(" ", 1)[0]]
+            length[:] = [int(v) for k, v in headers if k.lower() == "content-length"]
             return start_response(code, headers, exc_info)
 
         body = self.app(environ, starting)
+        if length and length[0] <= WHOLE_BODY_BYTES:
+            # a small body as one list: the server writes it in one piece (granian takes
+            # a list whole, and an iterator chunk by chunk through a channel)
+            sent = 0
+            try:
+                chunks = list(body)
+                sent = sum(map(len, chunks))
+            finally:
+                close = getattr(body, "close", None)
+                try:
+                    if close is not None:
+                        close()
+                finally:
+                    self.write(environ, status[0] if status else "-", sent)
+            return chunks
         return _Counted(body, lambda sent: self.write(environ, status[0] if status else "-", sent))
 
     def write(self, environ: dict, status: str, sent: int) -> None:
@@ -102,7 +126,7 @@ class AccessLog:
             f'"{_quoted(environ.get("HTTP_REFERER", "-"))}" '
             f'"{_quoted(environ.get("HTTP_USER_AGENT", "-"))}"'
         )
-        self.log.info(mask_secrets(line))  # no arguments: logging does not %-format it
+        self._write(mask_secrets(line))
 
     def _now(self) -> str:
         """`[04/Dec/2026:14:30:00 +0000]`, made again only when the second changes."""

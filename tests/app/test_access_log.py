@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import base64
-import logging
 import re
 import time
 
 import pytest
 from werkzeug.test import Client
 
-from app.access_log import AccessLog
+from app.access_log import WHOLE_BODY_BYTES, AccessLog
 
 LINE = re.compile(
     r'^(?P<addr>\S+) - (?P<user>\S+) \[(?P<stamp>[^]]+)\] "(?P<request>(?:[^"\\]|\\.)*)" '
@@ -19,37 +18,41 @@ LINE = re.compile(
 )
 
 
-class Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
+class Body:
+    """An app's body: `chunks` one by one, remembering whether it was closed."""
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks, self.closed = chunks, False
+
+    def __iter__(self):
+        return iter(self.chunks)
+
+    def close(self) -> None:
+        self.closed = True
 
 
-def body_app(chunks: list[bytes], status: str = "200 OK"):
-    """A WSGI app answering `chunks` one by one (a streamed body)."""
+def body_app(chunks: list[bytes], status: str = "200 OK", length: bool = False, bodies=None):
+    """A WSGI app answering `chunks` (with a Content-Length header when `length`)."""
 
     def app(environ, start_response):
-        start_response(status, [("Content-Type", "text/plain")])
-        return iter(chunks)
+        headers = [("Content-Type", "text/plain")]
+        if length:
+            headers.append(("Content-Length", str(sum(map(len, chunks)))))
+        start_response(status, headers)
+        body = Body(chunks)
+        if bodies is not None:
+            bodies.append(body)
+        return body
 
     return app
 
 
 def logged(app, path: str, **kwargs) -> tuple[dict[str, str], bytes]:
-    lines = Lines()
-    log = logging.getLogger("test.access")
-    log.addHandler(lines)
-    log.propagate = False
-    try:
-        response = Client(AccessLog(app, log)).open(path, **kwargs)
-        data = response.get_data()
-        response.close()
-    finally:
-        log.removeHandler(lines)
-    (line,) = lines.lines
+    lines: list[str] = []
+    response = Client(AccessLog(app, lines.append)).open(path, **kwargs)
+    data = response.get_data()
+    response.close()
+    (line,) = lines
     match = LINE.match(line)
     assert match, line
     return match.groupdict(), data
@@ -106,3 +109,24 @@ def test_the_user_is_basic_auths_and_keys_are_masked(authorization, user):
     )
     assert fields["user"] == user
     assert fields["request"] == "GET /translate?auth_key=stp_*** HTTP/1.1"
+
+
+@pytest.mark.parametrize(
+    ("size", "whole"), [(WHOLE_BODY_BYTES, True), (WHOLE_BODY_BYTES + 1, False)]
+)
+def test_a_small_body_is_handed_over_whole_and_a_large_one_streamed(size, whole):
+    """Up to WHOLE_BODY_BYTES the middleware returns one list (granian writes it in one
+    piece), already closed and logged; beyond, the app's own iterator is passed through."""
+    chunks = [b"a" * (size - size // 2), b"b" * (size // 2)]
+    bodies: list[Body] = []
+    lines: list[str] = []
+    app = AccessLog(body_app(chunks, length=True, bodies=bodies), lines.append)
+    out = app({"REQUEST_METHOD": "GET", "PATH_INFO": "/r"}, lambda *a: None)
+    assert isinstance(out, list) is whole
+    assert bodies[0].closed is whole and len(lines) == int(whole)
+    if not whole:
+        assert b"".join(out) == b"".join(chunks) and not lines
+        out.close()
+        assert bodies[0].closed
+    (line,) = lines
+    assert f" 200 {size} " in line

@@ -126,6 +126,18 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
         # each process froze its start-up objects (app.serve): a full collection skips them
         frozen = FROZEN.findall((tmp_path / "web.log").read_text())
         assert len(frozen) == 2 and all(int(n) > 50_000 for n in frozen), frozen
+        # a web process that dies is started again (app.server: respawn_failed_workers)
+        before = web_processes(shell.pid)
+        os.kill(min(before), 9)
+        wait_for(
+            lambda: (
+                len(web_processes(shell.pid) - before) == 1 and len(web_processes(shell.pid)) == 2
+            ),
+            timeout=30,
+            what="the killed web process to be replaced",
+        )
+        wait_for(lambda: _answers(port), timeout=30, what="the web to answer again")
+        assert shell.poll() is None, "the server stayed up"
     finally:
         for conn in conns:
             conn.close()
