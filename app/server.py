@@ -9,9 +9,11 @@ Set from the environment: `STAPEL_BIND` (host:port, `[::]:8000` for IPv6; defaul
 granian's queue. HTTP itself (parsing, keep-alive, sending) runs in granian's Rust
 threads outside the GIL; every process accepts on the one listening socket. A process
 that dies is started again; SIGTERM lets requests in flight finish for up to
-`STAPEL_WEB_GRACE_S` seconds (30). Request heads over 64 KiB, more than 100 header
-fields or a malformed request line are refused by granian itself (431, 431, 400, with
-an empty body); the app refuses a request target over 4,094 bytes (414, JSON).
+`STAPEL_WEB_GRACE_S` seconds (30), after which the master kills what is left (a process
+still making its app when SIGTERM comes does not see it, and is killed then too).
+Request heads over 64 KiB, more than 100 header fields or a malformed request line are
+refused by granian itself (431, 431, 400, with an empty body); the app refuses a
+request target over 4,094 bytes (414, JSON).
 """
 
 from __future__ import annotations

@@ -102,9 +102,13 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
     conns: list[http.client.HTTPConnection] = []
     try:
         wait_for(
-            lambda: len(web_processes(shell.pid)) == 2 and _answers(port),
+            lambda: (
+                len(web_processes(shell.pid)) == 2
+                and (tmp_path / "web.log").read_text().count("Started worker-") == 2
+                and _answers(port)
+            ),
             timeout=60,
-            what="the web role's two processes to answer",
+            what="the web role's two processes to serve (granian's log) and answer",
         )
         for _ in range(CONNECTIONS):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -131,10 +135,11 @@ def test_connections_are_spread_over_every_web_process(database_url, redis_url, 
         os.kill(min(before), 9)
         wait_for(
             lambda: (
-                len(web_processes(shell.pid) - before) == 1 and len(web_processes(shell.pid)) == 2
+                len(web_processes(shell.pid) - before) == 1
+                and (tmp_path / "web.log").read_text().count("Started worker-") == 3
             ),
-            timeout=30,
-            what="the killed web process to be replaced",
+            timeout=60,
+            what="the killed web process to be replaced by one that serves (granian's log)",
         )
         wait_for(lambda: _answers(port), timeout=30, what="the web to answer again")
         assert shell.poll() is None, "the server stayed up"
