@@ -96,23 +96,21 @@ class AccessLog:
             length[:] = [int(v) for k, v in headers if k.lower() == "content-length"]
             return start_response(code, headers, exc_info)
 
-        body = self.app(environ, starting)
-        if length and length[0] <= WHOLE_BODY_BYTES:
-            # a small body as one list: the server writes it in one piece (granian takes
-            # a list whole, and an iterator chunk by chunk through a channel)
-            sent = 0
-            try:
-                chunks = list(body)
-                sent = sum(map(len, chunks))
-            finally:
-                close = getattr(body, "close", None)
-                try:
-                    if close is not None:
-                        close()
-                finally:
-                    self.write(environ, status[0] if status else "-", sent)
-            return chunks
-        return _Counted(body, lambda sent: self.write(environ, status[0] if status else "-", sent))
+        body = _Counted(
+            self.app(environ, starting),
+            lambda sent: self.write(environ, status[0] if status else "-", sent),
+        )
+        if not (length and length[0] <= WHOLE_BODY_BYTES):
+            return body
+        # a small body as one list: the server writes it in one piece (granian takes a
+        # list whole, and an iterator chunk by chunk through a channel)
+        try:
+            return list(body)
+        except BaseException:
+            body.sent = 0  # the list never reached the server: nothing was sent
+            raise
+        finally:
+            body.close()
 
     def write(self, environ: dict, status: str, sent: int) -> None:
         request_line = (
