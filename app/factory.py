@@ -3,6 +3,8 @@ app of a serving process, made by app.server's processes)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import redis
 from flask import Flask
 
@@ -23,6 +25,22 @@ from stapel.presence import ServedQueues
 from stapel.settings import Settings
 
 
+class App(Flask):
+    """Flask, asking once per function whether it must be run as a coroutine."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._sync: dict[Callable, Callable] = {}
+
+    def ensure_sync(self, func: Callable) -> Callable:
+        """Flask's answer, kept: Flask asks for every hook and the view of every request,
+        and each time inspects the function's code flags (seven times a status read)."""
+        sync = self._sync.get(func)
+        if sync is None:
+            sync = self._sync[func] = super().ensure_sync(func)
+        return sync
+
+
 def create_app(overrides: dict | None = None) -> Flask:
     """Create the Flask app; overrides replace settings read from the environment."""
     settings = Settings.from_env()
@@ -30,7 +48,7 @@ def create_app(overrides: dict | None = None) -> Flask:
         settings = settings.replace(**overrides)
     logs.configure(settings)
     logs.set_request_context(request_context)
-    app = Flask(__name__)
+    app = App(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False
     engine = make_engine(settings.database_url)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from celery import Celery
@@ -25,13 +26,19 @@ class Stapel:
     settings: Settings
     engine: Engine
     reader: Engine
-    """For one-statement reads: `engine` in autocommit on a database server, the same pool
-    (stapel.db.make_reader)."""
+    """For one-statement reads: on a database server a second pool, in autocommit; on
+    SQLite `engine` itself (stapel.db.make_reader)."""
     sessions: sessionmaker[Session]
     celery: Celery
     redis: redis.Redis
     served: ServedQueues
     metrics: CollectorRegistry | None = None
+
+    def dispose(self) -> None:
+        """Close the pools' connections (the reader's too, where it has its own)."""
+        self.engine.dispose()
+        if self.reader is not self.engine:
+            self.reader.dispose()
 
 
 def stapel() -> Stapel:
@@ -60,7 +67,7 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 def assign_request_id() -> None:
     """Take the request id from X-Request-ID (when well-formed) or make one."""
     given = request.headers.get(REQUEST_ID_HEADER, "")
-    g.request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    g.request_id = given if _REQUEST_ID.fullmatch(given) else os.urandom(16).hex()
 
 
 def request_context() -> tuple[str | None, str | None]:
@@ -74,9 +81,19 @@ def echo_request_id(response: Response) -> Response:
     """Return the request id in the response and count the request for /metrics."""
     if "request_id" in g:
         response.headers[REQUEST_ID_HEADER] = g.request_id
-    HTTP_REQUESTS.labels(
-        request.method,
+    labels = (
+        request.method if request.method in METHODS else "other",
         request.url_rule.rule if request.url_rule else "other",
-        str(response.status_code),
-    ).inc()
+        response.status_code,
+    )
+    counter = _counted.get(labels)
+    if counter is None:  # labels() validates and locks: a child is looked up once
+        counter = _counted[labels] = HTTP_REQUESTS.labels(*labels[:2], str(labels[2]))
+    counter.inc()
     return response
+
+
+METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
+"""Methods counted under their name; any other a client sends is `other` (bounded labels)."""
+_counted: dict[tuple[str, str, int], Any] = {}
+"""HTTP_REQUESTS's children by (method, route, status): routes and statuses are few."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar, cast
 
-from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
+from sqlalchemy import URL, CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
@@ -56,22 +56,32 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    engine = create_engine(url, pool_size=10, max_overflow=40)
+    return _server_engine(url)
+
+
+def _server_engine(url: str | URL, **options) -> Engine:
+    """Create an engine on a database server (PostgreSQL): its pool, pinged when idle."""
+    engine = create_engine(url, pool_size=10, max_overflow=40, **options)
     _ping_when_idle(engine)
     return engine
 
 
 def make_reader(engine: Engine) -> Engine:
-    """Return the engine for one-statement reads: on a database server, in autocommit.
+    """Return the engine for one-statement reads: on a database server, its own pool of
+    connections in autocommit.
 
     A read in autocommit sends no BEGIN before it and no ROLLBACK when its connection
-    goes back to the pool: two of a PostgreSQL status read's three round trips. SQLite
-    begins no transaction for a SELECT anyway, and there putting a connection back out
-    of autocommit runs a PRAGMA, so SQLite reads keep the engine as it is.
+    goes back to the pool: two of a PostgreSQL status read's three round trips. Its own
+    pool, opened in autocommit, spares each read switching a connection of the
+    transactional pool into autocommit and back (SQLAlchemy's per-connection isolation
+    level: four of the driver's calls a read). SQLite begins no transaction for a SELECT
+    anyway, and there putting a connection back out of autocommit runs a PRAGMA, so
+    SQLite reads keep the engine as it is.
     """
     if engine.dialect.name == "sqlite":
         return engine
-    return engine.execution_options(isolation_level="AUTOCOMMIT")
+    # nothing to roll back in autocommit: no reset when a connection goes back
+    return _server_engine(engine.url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None)
 
 
 PING_IDLE_S = 2.0
@@ -80,7 +90,8 @@ long, not at every checkout (SQLAlchemy's pool_pre_ping): a ping is a round trip
 fifth of a status read on PostgreSQL (docs/performance.md, 2026-12-05). A connection
 that breaks while in steady use fails its next statement instead, and that disconnect
 error makes SQLAlchemy replace every connection of the pool opened before it at its next
-checkout, so the error reaches the requests running at that moment, not later ones."""
+checkout, so the error reaches the requests running at that moment, not later ones. (A
+status read, stapel.one_row, runs again on another connection instead of failing.)"""
 
 
 def _ping_when_idle(engine: Engine) -> None:

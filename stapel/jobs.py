@@ -13,9 +13,9 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
-from sqlalchemy import Connection, Row, Table, bindparam, insert, inspect, select, update
+from sqlalchemy import Connection, Engine, Table, bindparam, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 
@@ -24,6 +24,7 @@ from stapel.db import affected
 from stapel.endings import stop_chunks
 from stapel.exceptions import Conflict, NotFound
 from stapel.locking import lock_job, retry_conflicts
+from stapel.one_row import OneRow
 from stapel.states import ACTIVE, CallbackStatus, Status
 from stapel.tables import Chunk, Document, DocumentFile, Job, Segment, db_now, new_id
 
@@ -358,13 +359,22 @@ _TENANT_JOB_ROW = _TENANT_JOB.with_only_columns(
 )
 
 
-def read_job(conn: Connection, tenant_id: str, job_id: str) -> Row:
+_JOB_READ = OneRow(_TENANT_JOB_ROW, "JobRow")
+
+
+def read_job(db: Connection | Engine, tenant_id: str, job_id: str) -> Any:
     """Return the tenant's job as a read-only row with Job's attribute names; NotFound as get_job.
 
-    A Core select on a connection: a status read has no use for an ORM object, whose
-    loading was a third of the read's CPU, nor for a session around one statement.
+    A Core select: a status read has no use for an ORM object, whose loading was a third
+    of the read's CPU, nor for a session around one statement. On a Connection it runs
+    in that connection's transaction (a read of the job and then its chunks); on an
+    Engine (the web's reader) straight on a pooled connection (stapel.one_row).
     """
-    job = conn.execute(_TENANT_JOB_ROW, {"job": job_id, "tenant": tenant_id}).first()
+    params = {"job": job_id, "tenant": tenant_id}
+    if isinstance(db, Engine):
+        job = _JOB_READ.first(db, params)
+    else:
+        job = db.execute(_TENANT_JOB_ROW, params).first()
     if job is None:
         raise NotFound(f"no job with id {job_id!r}")
     return job

@@ -192,7 +192,7 @@ def app(engine, redis_client, settings_overrides):
     application = create_app(settings_overrides)
     application.config["TESTING"] = True
     yield application
-    application.extensions["stapel"].engine.dispose()
+    application.extensions["stapel"].dispose()
 
 
 @pytest.fixture

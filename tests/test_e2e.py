@@ -266,4 +266,4 @@ def test_committed_models_translate_real_german_end_to_end(
                 assert result["documents"][0]["segments"] == [t for _, t in pairs]
     finally:
         worker.stop()
-        app.extensions["stapel"].engine.dispose()
+        app.extensions["stapel"].dispose()

@@ -123,8 +123,7 @@ def create_job():
 @v1.get("/jobs/<job_id>")
 def get_job(job_id: str):
     """Return a job's status and progress."""
-    with stapel().reader.connect() as conn:  # one select: no session, no transaction
-        job = jobs.read_job(conn, g.tenant_id, job_id)
+    job = jobs.read_job(stapel().reader, g.tenant_id, job_id)  # one select, no transaction
     return jsonify(job_json(job))
 
 

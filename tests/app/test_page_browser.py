@@ -248,7 +248,7 @@ def test_the_rate_limit_is_shown_and_waited_for(browser, settings_overrides, api
         expect(user.page.locator("#poll-state")).to_contain_text("Rate limit reached")
         held = [r for r in user.requests if "/v1/" in r.url]
         assert len(held) == 4, [r.url for r in held]
-    limited.extensions["stapel"].engine.dispose()
+    limited.extensions["stapel"].dispose()
 
 
 def test_a_named_memory_answers_and_the_origins_are_shown(browser, server, worker, api_key):

@@ -37,7 +37,7 @@ def live_app(live_overrides):
     client.flushdb()
     application = create_app(live_overrides)
     yield application
-    application.extensions["stapel"].engine.dispose()
+    application.extensions["stapel"].dispose()
     client.flushdb()
     client.close()
 

@@ -373,7 +373,7 @@ def make_client(engine, redis_client, settings_overrides):
 
     yield make
     for application in apps:
-        application.extensions["stapel"].engine.dispose()
+        application.extensions["stapel"].dispose()
 
 
 def send(client, case: Case, key: str):

@@ -194,7 +194,7 @@ class Stack:
             proc.close()
         if self.beat is not None:
             self.beat.close()
-        self.app.extensions["stapel"].engine.dispose()
+        self.app.extensions["stapel"].dispose()
 
     def logs(self) -> str:
         return "".join(w.full_log() for w in self.workers)

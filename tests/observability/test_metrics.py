@@ -42,6 +42,25 @@ def test_metrics_show_jobs_queue_depth_workers_and_autoscaler(client, auth, redi
     assert got[posted] >= 2
 
 
+def test_http_requests_count_each_request_and_bound_the_method_label(client, auth):
+    def count(method: str, endpoint: str, status: str) -> float:
+        got = samples(client.get("/metrics").get_data(as_text=True))
+        labels = (("endpoint", endpoint), ("method", method), ("status", status))
+        return got.get(("stapel_http_requests_total", labels), 0.0)
+
+    before = count("GET", "/v1/languages", "200")
+    for _ in range(3):
+        assert client.get("/v1/languages", headers=auth).status_code == 200
+    assert count("GET", "/v1/languages", "200") == before + 3
+    odd = [f"X{i}" for i in range(5)]  # methods a client makes up: one label, not five
+    before = count("other", "other", "405")
+    for method in odd:
+        assert client.open("/v1/languages", method=method, headers=auth).status_code == 405
+    text = client.get("/metrics").get_data(as_text=True)
+    assert count("other", "other", "405") == before + len(odd)
+    assert not any(f'method="{m}"' in text for m in odd)
+
+
 @pytest.mark.parametrize(
     "values, q, expected",
     [

@@ -21,7 +21,7 @@ def make_app(engine, redis_client, settings_overrides):
 
     yield build
     for application in made:
-        application.extensions["stapel"].engine.dispose()
+        application.extensions["stapel"].dispose()
 
 
 def key_for(application, tenant: str) -> dict:

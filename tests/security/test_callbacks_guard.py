@@ -202,4 +202,4 @@ def test_an_allowed_host_is_accepted_at_submit(engine, redis_client, settings_ov
         json=job_body(callback_url="http://127.0.0.1:8080/x"),
     )
     assert response.status_code == 202
-    app.extensions["stapel"].engine.dispose()
+    app.extensions["stapel"].dispose()

@@ -28,7 +28,7 @@ def fuzz_app(engine, redis_client, settings_overrides):
     application = create_app({**settings_overrides, "rate_submit": "off", "rate_read": "off"})
     application.config["TESTING"] = True
     yield application
-    application.extensions["stapel"].engine.dispose()
+    application.extensions["stapel"].dispose()
 
 
 @pytest.fixture

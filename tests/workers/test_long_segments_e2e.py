@@ -55,4 +55,4 @@ def test_a_5000_character_paragraph_through_a_worker(
         assert document["segments"] == [" ".join(alone), alone[0]]
     finally:
         worker.stop()
-        app.extensions["stapel"].engine.dispose()
+        app.extensions["stapel"].dispose()
