@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import redis
-from sqlalchemy import Integer, bindparam, func, select
+from sqlalchemy import Integer, bindparam, func, select, union_all
 from sqlalchemy.orm import Session
 
 from stapel.exceptions import StapelError
@@ -79,7 +79,17 @@ def next_reset(now: datetime) -> datetime:
     return day + timedelta(days=1)
 
 
-_ACTIVE_IDS = select(Job.id).where(Job.tenant_id == bindparam("tenant"), Job.status.in_(ACTIVE))
+# One scan per active state, each bounded by both columns of the (tenant, status) index
+# whatever the plan: PostgreSQL's plan for `status IN (...)` on a table without statistics
+# yet (a new database, until its first analyze) bounded the scan by the tenant alone and
+# filtered the status, reading the tenant's whole history at every submission, and a
+# prepared statement keeps its plan (docs/performance.md, "2026-12-05, seventh session").
+_ACTIVE_IDS = union_all(
+    *(
+        select(Job.id).where(Job.tenant_id == bindparam("tenant"), Job.status == state)
+        for state in ACTIVE
+    )
+)
 _IN_FLIGHT = select(func.count()).select_from(_ACTIVE_IDS.subquery())
 _IN_FLIGHT_UP_TO = select(func.count()).select_from(
     _ACTIVE_IDS.limit(bindparam("cap", type_=Integer)).subquery()

@@ -1,0 +1,69 @@
+"""The jobs-in-flight count reads only in-flight index entries, even before any analyze."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from stapel import quotas
+
+HISTORY = 3000
+IN_FLIGHT = 7
+
+
+def scans(plan: dict) -> list[dict]:
+    """Return the plan's scans of a table, depth first."""
+    found = [plan] if "Relation Name" in plan else []
+    for child in plan.get("Plans", []):
+        found += scans(child)
+    return found
+
+
+@pytest.mark.parametrize("cap", [None, 1000])
+def test_the_count_on_a_table_without_statistics_skips_the_tenants_history(postgres_url, cap):
+    """A new database has no statistics until its first analyze; with `status IN (...)`
+    PostgreSQL's plan then bounded the scan by the tenant alone and read every job the
+    tenant ever had (and a prepared statement kept that plan)."""
+    engine = create_engine(postgres_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA IF EXISTS probe CASCADE"))
+            conn.execute(text("CREATE SCHEMA probe"))
+            conn.execute(
+                text(
+                    "CREATE TABLE probe.jobs (LIKE public.jobs INCLUDING ALL)"
+                    " WITH (autovacuum_enabled = false)"  # no analyze behind the test's back
+                )
+            )
+            conn.execute(text("SET LOCAL search_path TO probe"))
+            conn.execute(
+                text(
+                    "INSERT INTO jobs (id, tenant_id, status, pool, source_lang, target_lang,"
+                    " priority, documents_total, segments_total, segments_done, chunks_total,"
+                    " attempts, callback_attempts, created_at)"
+                    " SELECT 'j' || n, 't1', CASE WHEN n <= :flying THEN 'queued'"
+                    " ELSE 'succeeded' END, 'cpu', 'en', 'de', 5, 1, 1, 1, 1, 0, 0, now()"
+                    " FROM generate_series(1, :total) AS n"
+                ),
+                {"flying": IN_FLIGHT, "total": HISTORY},
+            )
+            statement = quotas._IN_FLIGHT if cap is None else quotas._IN_FLIGHT_UP_TO
+            compiled = statement.compile(dialect=engine.dialect)
+            params = {**compiled.params, "tenant": "t1", "cap": cap}
+            count = conn.execute(statement, params).scalar()
+            plan = conn.exec_driver_sql(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", params
+            ).scalar()
+        assert count == IN_FLIGHT
+        nodes = scans((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"])
+        assert nodes, plan
+        for node in nodes:
+            assert "status" in node.get("Index Cond", ""), node
+            assert node.get("Rows Removed by Filter", 0) == 0, node
+        assert sum(node["Actual Rows"] for node in nodes) == IN_FLIGHT
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA IF EXISTS probe CASCADE"))
+        engine.dispose()
