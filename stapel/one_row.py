@@ -29,7 +29,11 @@ class _Prepared(NamedTuple):
 
 
 class OneRow:
-    """A select of at most one row, run on an engine's pool without a Connection."""
+    """A select of at most one row, run on an engine's pool without a Connection.
+
+    Its parameters go to the driver as given (no bind processors run): plain strings and
+    numbers, as a lookup by key takes.
+    """
 
     def __init__(self, statement: Select, name: str) -> None:
         self.statement = statement
