@@ -7,8 +7,10 @@ time): on PostgreSQL about three times the driver's own work. Here the statement
 compiled once per dialect, run on a connection of the engine's pool, and its row
 converted by SQLAlchemy's own result processors, so a value reads as it would through a
 Connection. A DBAPI error is not handled here: the connection that raised it is
-invalidated and the statement run again through a Connection, whose error handling
-(wrapping, replacing a broken pool's connections) stays the one place for that.
+invalidated and the statement run again through a Connection (so is it when no
+connection could be had), whose error handling (wrapping the driver's error, which the
+API answers with 503; replacing a broken pool's connections) stays the one place for
+that.
 """
 
 from __future__ import annotations
@@ -59,7 +61,11 @@ class OneRow:
         prepared = self._prepare(engine.dialect)
         positions = prepared.positions
         args: Any = params if positions is None else [params[k] for k in positions]
-        dbapi_conn = engine.raw_connection()
+        error = engine.dialect.loaded_dbapi.Error
+        try:
+            dbapi_conn = engine.raw_connection()
+        except error:  # no connection to be had: SQLAlchemy's connect says so its way
+            return self._through_connection(engine, params)
         try:
             cursor = dbapi_conn.cursor()
             try:
@@ -67,10 +73,9 @@ class OneRow:
                 values = cursor.fetchone()
             finally:
                 cursor.close()
-        except engine.dialect.loaded_dbapi.Error:
+        except error:
             dbapi_conn.invalidate()
-            with engine.connect() as conn:
-                return conn.execute(self.statement, params).first()
+            return self._through_connection(engine, params)
         finally:
             dbapi_conn.close()
         if values is None:
@@ -79,3 +84,8 @@ class OneRow:
         for i, process in prepared.converted:
             values[i] = process(values[i])
         return self.row._make(values)
+
+    def _through_connection(self, engine: Engine, params: dict[str, Any]) -> Any:
+        """Run the statement through a Connection, whose errors are SQLAlchemy's own."""
+        with engine.connect() as conn:
+            return conn.execute(self.statement, params).first()

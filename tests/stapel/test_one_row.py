@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import create_engine, update
+from sqlalchemy.exc import OperationalError
 
 from stapel import jobs
 from stapel.db import make_reader
@@ -72,3 +73,15 @@ def test_a_broken_pooled_connection_is_replaced_and_the_read_answers(any_session
         assert again.driver_connection is not broken
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_database_out_of_reach_raises_sqlalchemys_error(kind, tmp_path):
+    """The API answers SQLAlchemy's OperationalError with 503; the driver's own would be 500."""
+    url = f"sqlite:///{tmp_path}" if kind == "sqlite" else "postgresql://postgres@127.0.0.1:1/x"
+    engine = create_engine(url)  # a directory is no database file; nothing listens on port 1
+    try:
+        with pytest.raises(OperationalError):
+            jobs.read_job(engine, "tenant", "job")
+    finally:
+        engine.dispose()
