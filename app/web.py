@@ -84,16 +84,16 @@ def echo_request_id(response: Response) -> Response:
     labels = (
         request.method if request.method in METHODS else "other",
         request.url_rule.rule if request.url_rule else "other",
-        response.status_code,
+        str(response.status_code),
     )
     counter = _counted.get(labels)
     if counter is None:  # labels() validates and locks: a child is looked up once
-        counter = _counted[labels] = HTTP_REQUESTS.labels(*labels[:2], str(labels[2]))
+        counter = _counted[labels] = HTTP_REQUESTS.labels(*labels)
     counter.inc()
     return response
 
 
 METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
 """Methods counted under their name; any other a client sends is `other` (bounded labels)."""
-_counted: dict[tuple[str, str, int], Any] = {}
+_counted: dict[tuple[str, str, str], Any] = {}
 """HTTP_REQUESTS's children by (method, route, status): routes and statuses are few."""

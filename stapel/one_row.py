@@ -7,10 +7,10 @@ time): on PostgreSQL about three times the driver's own work. Here the statement
 compiled once per dialect, run on a connection of the engine's pool, and its row
 converted by SQLAlchemy's own result processors, so a value reads as it would through a
 Connection. A DBAPI error is not handled here: the connection that raised it is
-invalidated and the statement run again through a Connection (so is it when no
-connection could be had), whose error handling (wrapping the driver's error, which the
-API answers with 503; replacing a broken pool's connections) stays the one place for
-that.
+invalidated and the statement run again through a Connection, whose error handling
+(wrapping the driver's error, which the API answers with 503; replacing a broken pool's
+connections) stays the one place for that. A connection the pool cannot open is
+wrapped as SQLAlchemy wraps it (DBAPIError.instance), not tried a second time.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, Select
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 
 
 class _Prepared(NamedTuple):
@@ -64,8 +65,8 @@ class OneRow:
         error = engine.dialect.loaded_dbapi.Error
         try:
             dbapi_conn = engine.raw_connection()
-        except error:  # no connection to be had: SQLAlchemy's connect says so its way
-            return self._through_connection(engine, params)
+        except error as exc:  # no connection to be had: wrapped as Engine.connect wraps it
+            raise DBAPIError.instance(None, None, exc, error, dialect=engine.dialect) from exc
         try:
             cursor = dbapi_conn.cursor()
             try:
