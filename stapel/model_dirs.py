@@ -1,10 +1,15 @@
-"""The model root: one directory per language pair, in the converted OPUS-MT layout.
+"""The model root: pair directories and multilingual model folders, side by side.
 
     STAPEL_MODEL_ROOT/
       en-de/
         model.bin            CTranslate2 model (config.json, *_vocabulary.* beside it)
         source.spm           SentencePiece model for the source language
         target.spm           SentencePiece model for the target language
+      nllb-200-distilled-600M/   any other name: a multilingual model
+        model.bin, sentencepiece.bpe.model, tokenizer_config.json, ...
+
+A multilingual folder serves every ordered pair of its languages
+(stapel.model_families); a pair directory wins over a multilingual model for its pair.
 
 The web side reads it for /v1/languages and validation; workers load from it. Each
 model's input limit in tokens comes from the model itself: the length of its encoder's
@@ -22,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+from stapel.model_families import FamilyError, Multilingual, detect
 
 PAIR_RE = re.compile(r"^([a-z]{2,3}(?:_[A-Za-z]{2,4})?)-([a-z]{2,3}(?:_[A-Za-z]{2,4})?)$")
 """A pair directory name: ISO 639 codes, optionally with a script/region (`zh_Hans`)."""
@@ -42,15 +49,28 @@ class ModelFileError(ValueError):
 
 @dataclass(frozen=True)
 class ModelDir:
-    """One usable language pair on disk."""
+    """One usable language pair on disk: the model folder that serves it, and how."""
 
     source: str
     target: str
     path: Path
+    family: str = "pair"
+    """`pair` (a pair directory) or a multilingual family (stapel.model_families)."""
+    source_token: str = ""
+    target_token: str = ""
+    """The model's own codes of the two languages (multilingual families)."""
+    spm: str = ""
+    """The multilingual model's SentencePiece file (pair directories: source/target.spm)."""
+    max_input_tokens: int | None = None
 
     @property
     def pair(self) -> str:
         return f"{self.source}-{self.target}"
+
+    @property
+    def model(self) -> str:
+        """The model's key: one loaded translator per key, whatever its pairs."""
+        return self.pair if self.family == "pair" else self.path.name
 
 
 @dataclass(frozen=True)
@@ -67,7 +87,50 @@ def scan(root: Path) -> dict[str, ModelDir]:
     for entry, match in _pair_dirs(root):
         if all((entry / name).is_file() for name in REQUIRED_FILES):
             found[entry.name] = ModelDir(match.group(1), match.group(2), entry)
+    for model in multilingual(root).values():
+        for pair, served in _routes(model).items():
+            found.setdefault(pair, served)
     return found
+
+
+def multilingual(root: Path) -> dict[str, Multilingual]:
+    """Return the servable multilingual folders under root, by folder name."""
+    found: dict[str, Multilingual] = {}
+    for entry in _other_dirs(root):
+        try:
+            found[entry.name] = detect(entry)
+        except (FamilyError, OSError, ValueError):
+            continue
+    return found
+
+
+def _routes(model: Multilingual) -> dict[str, ModelDir]:
+    return {
+        f"{src}-{tgt}": ModelDir(
+            src,
+            tgt,
+            model.path,
+            model.family,
+            src_token,
+            tgt_token,
+            model.spm,
+            model.max_input_tokens,
+        )
+        for src, src_token in model.languages.items()
+        for tgt, tgt_token in model.languages.items()
+        if src != tgt
+    }
+
+
+def _other_dirs(root: Path) -> list[Path]:
+    """Folders under root not named as a pair that hold a model.bin."""
+    if not root.is_dir():
+        return []
+    return [
+        entry
+        for entry in sorted(root.iterdir())
+        if not PAIR_RE.match(entry.name) and (entry / "model.bin").is_file()
+    ]
 
 
 SCAN_CACHE_S = 5.0
@@ -113,6 +176,12 @@ def problems(root: Path) -> dict[str, str]:
             position_tables(entry / "model.bin")
         except (OSError, ModelFileError) as exc:
             found[entry.name] = f"unreadable model.bin in {entry}: {exc}"
+    for entry in _other_dirs(root):
+        try:
+            detect(entry)
+            position_tables(entry / "model.bin")
+        except (FamilyError, OSError, ModelFileError, ValueError) as exc:
+            found[entry.name] = f"{entry}: {exc}"
     return found
 
 
@@ -126,10 +195,16 @@ def _pair_dirs(root: Path) -> list[tuple[Path, re.Match]]:
     ]
 
 
-def limits(path: Path) -> Limits:
-    """Return the input limit and decoder table length of the model directory path."""
+def limits(path: Path, stated: int | None = None) -> Limits:
+    """Return the input limit and decoder table length of the model directory path.
+
+    `stated` (a manifest's max_input_tokens) lowers the limit, never raises it past the
+    model's position table.
+    """
     tables = position_tables(path / "model.bin")
     encoder = tables.get(ENCODER_POSITIONS)
+    if stated:
+        encoder = min(encoder, stated) if encoder else stated
     if encoder is None:
         try:
             config = json.loads((path / "config.json").read_text())

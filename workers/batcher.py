@@ -57,6 +57,7 @@ import sentencepiece as spm
 from stapel import metrics
 from stapel.broker import fast_lane
 from stapel.mtcache import piece_key
+from workers.families import Codec, decode_items, target_prefixes
 from workers.isolation import hand_out, isolate, logids
 from workers.submission import Item, Submission, plan
 
@@ -151,6 +152,8 @@ class Batcher:
         """The model's input limit in tokens, suffix included: longer pieces are cut."""
         self.lang = lang
         """The source language, for sentence splitting."""
+        self.codec = Codec(source, target, tuple(suffix), lang)
+        """How pieces are encoded and decoded unless a request brings its pair's codec."""
         self.parallel = max(parallel, 1)
         self.stats = BatchStats()
         self.last_progress = time.monotonic()
@@ -183,8 +186,12 @@ class Batcher:
         tick_s: float | None = None,
         split_sentences: bool = True,
         known: Known | None = None,
+        codec: Codec | None = None,
     ) -> Submission:
         """Queue (index, text) items; blank texts come back at once, untranslated.
+
+        `codec` is the pair's (workers/families.py) when the model serves several pairs:
+        its pieces carry it into shared batches, and their keys hold its target prefix.
 
         Each text goes in as pieces (its sentences with split_sentences, each cut to the
         model's input limit) and comes back whole, its pieces joined. `known(pieces)`
@@ -199,11 +206,12 @@ class Batcher:
         if not work:
             return request
         encode_started = time.monotonic()
+        codec = codec or self.codec
         planned = plan(
             work,
-            lang=self.lang,
+            lang=codec.lang,
             split_sentences=split_sentences,
-            encode=self._encode,
+            encode=codec.encode,
             limit=self.max_input_tokens,
         )
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
@@ -216,8 +224,8 @@ class Batcher:
             for slot, tokens in enumerate(seg.tokens):
                 if tokens is not None:
                     item = Item(0, now, request, seg.index, slot, tokens, due=due)
-                    item.fast, item.priority = fast, priority
-                    item.key = piece_key(tokens)
+                    item.fast, item.priority, item.codec = fast, priority, codec
+                    item.key = piece_key(codec.keyed(tokens))
                     pieces.append(item)
                     looked.append((item.key, seg.parts[slot].text))
         hits = known(looked) if known is not None and pieces else {}
@@ -305,7 +313,7 @@ class Batcher:
             request.held = []
 
     def _encode(self, texts: list[str]) -> list[list[str]]:
-        return [t + self.suffix for t in self.source.encode(texts, out_type=str)]
+        return self.codec.encode(texts)
 
     def withdraw_job(self, job_id: str) -> int:
         """Withdraw every request of job_id that has segments waiting; return how many."""
@@ -507,8 +515,10 @@ class Batcher:
 
     def _translate(self, batch: list[Item]) -> list[str]:
         started = time.monotonic()
-        results = self.translator.translate_batch([item.tokens for item in batch], **self.options)
-        outputs = self.target.decode([r.hypotheses[0] for r in results])
+        results = self.translator.translate_batch(
+            [item.tokens for item in batch], **target_prefixes(batch), **self.options
+        )
+        outputs = decode_items(batch, [r.hypotheses[0] for r in results], self.codec)
         metrics.observe_stage("translate", time.monotonic() - started)
         self._count(batch)
         return outputs

@@ -8,6 +8,7 @@ indexes, batch by batch, so callers can write as they go.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -15,16 +16,17 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import ctranslate2
 import sentencepiece as spm
 
 from stapel.exceptions import ModelUnavailable
-from stapel.model_dirs import ModelDir, ModelFileError, limits, problems, scan
+from stapel.model_dirs import ModelDir, ModelFileError, limits, problems, served_pairs
+from stapel.model_families import FamilyError, detect
 from stapel.mtcache import fingerprint
-from workers import markup
+from workers import families, markup
 from workers.batcher import Batcher, Known
 from workers.submission import Result, Submission
 
@@ -37,7 +39,11 @@ model directory may be repaired or synced meanwhile)."""
 
 @dataclass
 class LoadedModel:
-    """A translator, its two SentencePiece processors and the batcher that feeds it."""
+    """A translator, its two SentencePiece processors and the batcher that feeds it.
+
+    A multilingual model is loaded once for all its pairs: `pair` is then the model's
+    key (its folder name), and each pair gets its codec (workers/families.py).
+    """
 
     pair: str
     translator: ctranslate2.Translator
@@ -46,6 +52,30 @@ class LoadedModel:
     batcher: Batcher
     aligner: Batcher | None = None
     """Made on first use for segments with inline codes (workers/markup.py)."""
+    languages: list[str] = field(default_factory=list)
+    """A multilingual model's language tokens."""
+    codecs: dict[str, families.Codec] = field(default_factory=dict)
+    """Pair -> its codec, made on first use."""
+
+    def codec(self, found: ModelDir) -> families.Codec:
+        """Return the codec of one of this model's pairs."""
+        made = self.codecs.get(found.pair)
+        if made is None:
+            made = families.codec(
+                found, self.source, self.target, tuple(self.batcher.suffix), self.languages
+            )
+            self.codecs[found.pair] = made
+        return made
+
+
+def pair_fingerprint(model_fp: str, found: ModelDir) -> str:
+    """Return what keys a pair's cache entries: a pair directory's model fingerprint, or
+    for a multilingual model its fingerprint with the two languages (one model, many
+    targets: one target's translation must never answer another)."""
+    if found.family == "pair":
+        return model_fp
+    digest = hashlib.sha256(f"{model_fp}\x1e{found.source}\x1e{found.target}".encode())
+    return digest.hexdigest()[:16]
 
 
 def source_suffix(path: Path) -> tuple[str, ...]:
@@ -166,11 +196,17 @@ class Engine:
 
     def pairs(self) -> dict[str, ModelDir]:
         """Return the pairs the model root offers now."""
-        return scan(self.model_root)
+        return served_pairs(self.model_root)
 
     def loaded_pairs(self) -> list[str]:
-        """Return the pairs currently loaded, least recently used first."""
+        """Return the models currently loaded, least recently used first (a pair
+        directory's key is its pair; a multilingual model's its folder name)."""
         return list(self._loaded)
+
+    def is_loaded(self, pair: str) -> bool:
+        """Return whether the model serving pair is loaded now."""
+        found = self.pairs().get(pair)
+        return found is not None and found.model in self._loaded
 
     def loaded_fingerprints(self) -> dict[str, str]:
         """Return pair -> model fingerprint of the pairs loaded now (for presence)."""
@@ -216,25 +252,27 @@ class Engine:
         `on_load(pair)` runs after a load and `on_evict(pair)` after an eviction, outside
         the lock (workers use them to join and leave the pair's model queue).
         """
+        found = self.pairs().get(pair)
+        key = found.model if found is not None else pair
         with self._lock:
-            if pair in self._loaded:
-                self._loaded.move_to_end(pair)
-                return self._loaded[pair]
-            loading = self._loading.setdefault(pair, threading.Lock())
+            if key in self._loaded:
+                self._loaded.move_to_end(key)
+                return self._loaded[key]
+            loading = self._loading.setdefault(key, threading.Lock())
         with loading:
             with self._lock:
-                if pair in self._loaded:  # loaded by the caller this one waited for
-                    self._loaded.move_to_end(pair)
-                    return self._loaded[pair]
+                if key in self._loaded:  # loaded by the caller this one waited for
+                    self._loaded.move_to_end(key)
+                    return self._loaded[key]
             try:
-                model = self._load_or_refuse(pair)
+                model = self._load_or_refuse(pair, found)
             except BaseException:
                 with self._lock:
-                    self._done_loading(pair, loading)
+                    self._done_loading(key, loading)
                 raise
             with self._lock:  # loaded and no longer loading in one step: never loaded twice
-                self._done_loading(pair, loading)
-                self._loaded[pair] = model
+                self._done_loading(key, loading)
+                self._loaded[key] = model
                 evicted = []
                 while len(self._loaded) > self.max_loaded:
                     name, old = self._loaded.popitem(last=False)
@@ -247,7 +285,7 @@ class Engine:
             if self.on_evict:
                 self.on_evict(name)
         if self.on_load:
-            self.on_load(pair)
+            self.on_load(key)
         return model
 
     def _done_loading(self, pair: str, loading: threading.Lock) -> None:
@@ -262,7 +300,7 @@ class Engine:
         claim was lost) stops the wait, not the load. Returns whether the model is
         loaded; raises what the load raised (ModelUnavailable).
         """
-        if pair in self._loaded:
+        if self.is_loaded(pair):
             return True
         failed: list[BaseException] = []
 
@@ -282,20 +320,19 @@ class Engine:
             raise failed[0]
         return True
 
-    def _load_or_refuse(self, pair: str) -> LoadedModel:
-        """Load pair's model (under its pair's load lock), or raise ModelUnavailable."""
+    def _load_or_refuse(self, pair: str, found: ModelDir | None) -> LoadedModel:
+        """Load pair's model (under its model's load lock), or raise ModelUnavailable."""
         with self._lock:
             refused = self._broken.get(pair)
             if refused is not None and time.monotonic() - refused[0] < BROKEN_RETRY_S:
                 raise ModelUnavailable(pair, refused[1])
-        found = self.pairs().get(pair)
         reason = None
         if found is None:
             reason = f"no complete model directory {pair} in {self.model_root}"
         else:
             try:
                 model = self._load(found)
-            except (RuntimeError, OSError, ValueError, ModelFileError) as exc:
+            except (RuntimeError, OSError, ValueError, ModelFileError, FamilyError) as exc:
                 reason = f"{type(exc).__name__}: {exc}"[:300]
         with self._lock:
             if reason is not None:
@@ -316,9 +353,10 @@ class Engine:
             intra_threads=self.intra_threads,
         )
         log.info(
-            "model loaded pair=%s device=%s compute_type=%s parallel_batches=%d "
+            "model loaded model=%s family=%s device=%s compute_type=%s parallel_batches=%d "
             "threads_per_batch=%d",
-            found.pair,
+            found.model,
+            found.family,
             self.device,
             compute_type,
             self.parallel,
@@ -326,13 +364,12 @@ class Engine:
         )
         # one thread per call: SentencePiece's default starts a thread per core for each
         # list it encodes or decodes, on cores the translators already fill
-        source = spm.SentencePieceProcessor(
-            model_file=str(found.path / "source.spm"), num_threads=1
+        names = ("source.spm", "target.spm") if found.family == "pair" else (found.spm,) * 2
+        source, target = (
+            spm.SentencePieceProcessor(model_file=str(found.path / name), num_threads=1)
+            for name in names
         )
-        target = spm.SentencePieceProcessor(
-            model_file=str(found.path / "target.spm"), num_threads=1
-        )
-        found_limits = limits(found.path)
+        found_limits = limits(found.path, found.max_input_tokens)
         options = dict(self.options)
         if found_limits.decoder_positions:  # longer outputs raise instead of stopping
             options["max_decoding_length"] = min(
@@ -350,16 +387,27 @@ class Engine:
             wait_s=self.batch_wait_s,
             options=options,
             suffix=source_suffix(found.path),
-            name=found.pair,
+            name=found.model,
             parallel=self.parallel,
             max_input_tokens=self.max_input_tokens or found_limits.input_tokens,
             lang=found.source,
         )
-        return LoadedModel(found.pair, translator, source, target, batcher)
+        languages = [] if found.family == "pair" else list(detect(found.path).languages.values())
+        return LoadedModel(found.model, translator, source, target, batcher, languages=languages)
+
+    def _route(self, pair: str) -> tuple[LoadedModel, families.Codec]:
+        model = self.model(pair)
+        found = self.pairs().get(pair)
+        if found is None or found.model != model.pair:
+            raise ModelUnavailable(pair, f"no model for {pair} in {self.model_root}")
+        return model, model.codec(found)
 
     def fingerprint(self, pair: str) -> str:
-        """Return the fingerprint of pair's model (loading it if needed)."""
-        return self.model(pair).batcher.fingerprint
+        """Return what keys pair's cache entries (loading its model if needed)."""
+        model = self.model(pair)
+        found = self.pairs().get(pair)
+        fp = model.batcher.fingerprint
+        return pair_fingerprint(fp, found) if found is not None else fp
 
     def translate_batches(
         self,
@@ -383,12 +431,14 @@ class Engine:
         theirs is looked up in memories or the cache.
         """
         items = list(items)
+        model, codec = self._route(pair)
         if markup.has_codes(items):
             return markup.submit(
-                self.model(pair), items, priority=priority, job_id=job_id, tick_s=tick_s
+                model, items, priority=priority, job_id=job_id, tick_s=tick_s, codec=codec
             )
-        return self.model(pair).batcher.submit(
+        return model.batcher.submit(
             items,
+            codec=codec,
             priority=priority,
             job_id=job_id,
             tick_s=tick_s,

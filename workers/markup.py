@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from stapel import metrics
 from stapel.formats import align, inline
 from workers.batcher import Batcher
+from workers.families import Codec, decode_items, target_prefixes
 from workers.submission import Item, Submission
 
 _lock = threading.Lock()
@@ -35,17 +36,23 @@ class AligningBatcher(Batcher):
     def _translate(self, batch: list[Item]) -> list:  # type: ignore[override]
         started = time.monotonic()
         results = self.translator.translate_batch(
-            [item.tokens for item in batch], return_attention=True, **self.options
+            [item.tokens for item in batch],
+            return_attention=True,
+            **target_prefixes(batch),
+            **self.options,
         )
         hypotheses = [r.hypotheses[0] for r in results]
-        texts = self.target.decode(hypotheses)
+        texts = decode_items(batch, hypotheses, self.codec)
         metrics.observe_stage("translate", time.monotonic() - started)
-        cut = len(self.suffix)
         self._count(batch)
-        return [
-            align.Aligned(text, item.tokens[: len(item.tokens) - cut], hyp, result.attention[0])
-            for item, text, hyp, result in zip(batch, texts, hypotheses, results, strict=True)
-        ]
+        out = []
+        for item, text, hyp, result in zip(batch, texts, hypotheses, results, strict=True):
+            codec = item.codec or self.codec
+            head, cut, skip = len(codec.head), len(codec.suffix), len(codec.prefix)
+            tokens = item.tokens[head : len(item.tokens) - cut]
+            attention = [row[head : head + len(tokens)] for row in result.attention[0][skip:]]
+            out.append(align.Aligned(text, tokens, hyp[skip:], attention))
+        return out
 
 
 class TaggedSubmission:
@@ -139,12 +146,18 @@ def submit(
     priority: int = 5,
     job_id: str | None = None,
     tick_s: float | None = None,
+    codec: Codec | None = None,
 ) -> TaggedSubmission:
     """Queue tagged (index, text) items: plain text to the aligner, codes put back after."""
     plain = [(index, inline.strip(text)) for index, text in items]
     # Units of documents are translated whole (their codes are placed over the whole
     # unit); only a unit over the model's input limit is cut, into pieces joined below.
     inner = aligner(model).submit(
-        plain, priority=priority, job_id=job_id, tick_s=tick_s, split_sentences=False
+        plain,
+        priority=priority,
+        job_id=job_id,
+        tick_s=tick_s,
+        split_sentences=False,
+        codec=codec,
     )
     return TaggedSubmission(inner, dict(items))

@@ -177,7 +177,7 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
     session.commit()
     started = time.monotonic()
     settings = current.settings
-    cached = claim.pair in current.engine.loaded_pairs()
+    cached = current.engine.is_loaded(claim.pair)
     metrics.MODEL_CACHE.labels(claim.pair, "hit" if cached else "miss").inc()
     # a model that takes long to load must not cost this chunk its claim: heartbeat meanwhile
     if not cached and not current.engine.wait_loaded(

@@ -13,7 +13,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from stapel import segmentation
 from stapel.segmentation import Piece
@@ -72,6 +72,8 @@ class Item:
     key: str = ""
     """The hash of tokens (stapel.mtcache.piece_key): identical pieces share it."""
     priority: int = 0
+    codec: Any = None
+    """Its pair's codec (workers/families.py): how it is fed and decoded."""
     followers: list[Item] = field(default_factory=list)
     """Identical pieces of other requests that get this piece's translation (dedup)."""
 

@@ -1,0 +1,152 @@
+"""How one language pair of a model is fed and read back (its codec).
+
+A pair directory's codec is SentencePiece pieces + `</s>` in, the target model's decode
+out. A multilingual model's pairs share its translator and batcher, each with its own
+codec (stapel.model_families has the table): NLLB and M2M100 put the source language
+token first and give the target language token as the target prefix, which is cut from
+the hypothesis; MADLAD writes `<2xx> ` before the text. Tokens the family's tokenizer
+treats as special (language tokens, `<unk>`, ...) are dropped from outputs, as Hugging
+Face's `decode(skip_special_tokens=True)` drops them. A `▁` left by a piece the target
+SentencePiece model lacks becomes a space, as MarianTokenizer and Argos do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+
+from stapel.model_dirs import ModelDir
+
+SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "mask_token")
+DEFAULT_SPECIALS = frozenset({"<s>", "</s>", "<pad>", "<unk>", "<mask>"})
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Encodes a pair's sources into model tokens and decodes hypotheses into text."""
+
+    source: spm.SentencePieceProcessor
+    target: spm.SentencePieceProcessor
+    suffix: tuple[str, ...] = ()
+    lang: str = "en"
+    """The source language, for sentence splitting."""
+    head: tuple[str, ...] = ()
+    """Tokens before the pieces (the source language token)."""
+    text_prefix: str = ""
+    """Text written before the source before encoding (MADLAD's `<2xx> `)."""
+    prefix: tuple[str, ...] = ()
+    """The target prefix (the target language token), cut from each hypothesis."""
+    specials: frozenset[str] = field(default_factory=frozenset)
+    """Tokens dropped from hypotheses before decoding."""
+
+    def encode(self, texts: list[str]) -> list[list[str]]:
+        """Return the model tokens of each text."""
+        given = [self.text_prefix + t for t in texts] if self.text_prefix else texts
+        pieces = self.source.encode(given, out_type=str)
+        return [[*self.head, *p, *self.suffix] for p in pieces]
+
+    def keyed(self, tokens: list[str]) -> list[str]:
+        """Return what a piece's cache and dedup key hashes: its tokens, after its target
+        prefix when it has one (one source, two targets: two keys)."""
+        return [*self.prefix, "\x1e", *tokens] if self.prefix else tokens
+
+    def strip(self, hypothesis: list[str]) -> list[str]:
+        """Return the hypothesis without its target prefix and special tokens."""
+        cut = len(self.prefix)
+        if cut and tuple(hypothesis[:cut]) == self.prefix:
+            hypothesis = hypothesis[cut:]
+        if self.specials:
+            hypothesis = [t for t in hypothesis if t not in self.specials]
+        return hypothesis
+
+    def decode(self, hypotheses: list[list[str]]) -> list[str]:
+        """Return the texts of hypotheses (prefix and specials gone, never a `▁`)."""
+        texts = self.target.decode([self.strip(h) for h in hypotheses])
+        return [t.replace("\u2581", " ").strip() if "\u2581" in t else t for t in texts]
+
+
+def decode_items(items: Sequence[Any], hypotheses: list[list[str]], default: Codec) -> list[str]:
+    """Decode each item's hypothesis with its own codec, one decode call per codec."""
+    out: list[str] = [""] * len(items)
+    groups: dict[int, tuple[Codec, list[int]]] = {}
+    for n, item in enumerate(items):
+        codec = item.codec or default
+        groups.setdefault(id(codec), (codec, []))[1].append(n)
+    for codec, indexes in groups.values():
+        for n, text in zip(indexes, codec.decode([hypotheses[n] for n in indexes]), strict=True):
+            out[n] = text
+    return out
+
+
+def target_prefixes(items: Sequence[Any]) -> dict[str, list[list[str]]]:
+    """Return translate_batch's `target_prefix` argument for items (none if none has one)."""
+    prefixes = [list(item.codec.prefix) if item.codec else [] for item in items]
+    return {"target_prefix": prefixes} if any(prefixes) else {}
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _token(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+def specials(path: Path, languages: list[str]) -> frozenset[str]:
+    """Return the tokens a model's tokenizer skips on decode: its named special tokens,
+    its additional ones and the language tokens (tokenizer files where present)."""
+    found = set(DEFAULT_SPECIALS) | set(languages)
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        data = _json(path / name)
+        for key in SPECIAL_NAMES:
+            if (token := _token(data.get(key))) is not None:
+                found.add(token)
+        for key in ("additional_special_tokens", "extra_special_tokens"):
+            extra = data.get(key)
+            if isinstance(extra, list):
+                found.update(t for t in map(_token, extra) if t)
+    return frozenset(found)
+
+
+def codec(
+    found: ModelDir,
+    source: spm.SentencePieceProcessor,
+    target: spm.SentencePieceProcessor,
+    suffix: tuple[str, ...],
+    languages: list[str],
+) -> Codec:
+    """Return the codec of one pair of a model (languages: all its language tokens)."""
+    if found.family == "pair":
+        return Codec(source, target, suffix, found.source)
+    skip = specials(found.path, languages)
+    if found.family == "madlad":
+        return Codec(
+            source,
+            target,
+            suffix,
+            found.source,
+            text_prefix=f"{found.target_token} ",
+            specials=skip - set(languages),
+        )
+    return Codec(
+        source,
+        target,
+        suffix,
+        found.source,
+        head=(found.source_token,),
+        prefix=(found.target_token,),
+        specials=skip,
+    )
