@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from stapel.languages import name
 from stapel.model_families import FamilyError, Multilingual, detect
 
 PAIR_RE = re.compile(r"^([a-z]{2,3}(?:_[A-Za-z]{2,4})?)-([a-z]{2,3}(?:_[A-Za-z]{2,4})?)$")
@@ -62,6 +63,9 @@ class ModelDir:
     spm: str = ""
     """The multilingual model's SentencePiece file (pair directories: source/target.spm)."""
     max_input_tokens: int | None = None
+    source_name: str = ""
+    target_name: str = ""
+    """Names the model's metadata gives its languages (empty: the standard table's)."""
 
     @property
     def pair(self) -> str:
@@ -91,6 +95,16 @@ def scan(root: Path) -> dict[str, ModelDir]:
         for pair, served in _routes(model).items():
             found.setdefault(pair, served)
     return found
+
+
+def language_names(pairs: dict[str, ModelDir]) -> dict[str, str]:
+    """Return code -> English name of every language the pairs make (metadata first)."""
+    names: dict[str, str] = {}
+    for found in pairs.values():
+        for code, given in ((found.source, found.source_name), (found.target, found.target_name)):
+            if given or code not in names:
+                names[code] = given or name(code)
+    return names
 
 
 def multilingual(root: Path) -> dict[str, Multilingual]:

@@ -222,3 +222,15 @@ def other_key(app):
 @pytest.fixture
 def auth(api_key):
     return {"Authorization": f"Bearer {api_key}"}
+
+
+@pytest.fixture(scope="session")
+def tiny_nllb(tmp_path_factory):
+    """A tiny random NLLB-200 model converted as users convert it: (folder, model, tokenizer)."""
+    pytest.importorskip("transformers")
+    from tests.families import build_hf, convert
+
+    hf_dir = tmp_path_factory.mktemp("hf-nllb")
+    model, tok = build_hf("nllb", hf_dir)
+    out = convert("nllb", hf_dir, tmp_path_factory.mktemp("nllb") / "nllb-200-tiny")
+    return out, model, tok

@@ -517,22 +517,37 @@ def _v1() -> dict:
             },
             "/v1/languages": {
                 "get": _op(
-                    "The language pairs the models offer",
+                    "The languages and language pairs the models offer",
                     {
                         "200": _json(
                             {
                                 "type": "object",
                                 "properties": {
+                                    "languages": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "properties": {
+                                                k: {"type": "string"} for k in ("code", "name")
+                                            },
+                                        },
+                                    },
                                     "pairs": {
                                         "type": "array",
                                         "items": {
                                             "type": "object",
                                             "properties": {
                                                 k: {"type": "string"}
-                                                for k in ("source", "target", "pair")
+                                                for k in (
+                                                    "source",
+                                                    "target",
+                                                    "pair",
+                                                    "model",
+                                                    "via",
+                                                )
                                             },
                                         },
-                                    }
+                                    },
                                 },
                             },
                             "Available pairs",

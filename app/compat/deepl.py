@@ -13,7 +13,7 @@ from flask import Blueprint, Response, g, jsonify, request, stream_with_context
 from sqlalchemy.orm import Session
 
 from app.compat.errors import Dialect, install
-from app.compat.languages import deepl_source, deepl_targets, name, resolve
+from app.compat.languages import deepl_source, deepl_targets, resolve
 from app.compat.params import params
 from app.compat.shared import (
     authenticate,
@@ -189,14 +189,14 @@ def languages():
     found = models()
     if kind == "source":
         codes = {deepl_source(c): c for c in reversed(found.sources)}
-        return jsonify([{"language": d, "name": name(c)} for d, c in reversed(codes.items())])
+        return jsonify([{"language": d, "name": found.name(c)} for d, c in reversed(codes.items())])
     if kind != "target":
         raise ValidationError("Value for 'type' not supported.", code="invalid_request")
     return jsonify(
         [
             {"language": code, "name": label, "supports_formality": False}
             for target in found.targets
-            for code, label in deepl_targets(target, found.targets)
+            for code, label in deepl_targets(target, found.targets, found.name)
         ]
     )
 

@@ -9,11 +9,13 @@ maps any of them, case-insensitively, to a model-root code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
-from stapel.model_dirs import scan
+from stapel.languages import name
+from stapel.model_dirs import ModelDir, language_names, served_pairs
 
 ALIASES = {"zt": "zh_hant", "pb": "pt_br", "iw": "he", "in": "id", "ji": "yi", "jw": "jv"}
 """Old or LibreTranslate-only codes and the code they stand for."""
@@ -25,65 +27,76 @@ REGIONAL_TARGETS = {
 }
 """DeepL's clients refuse plain EN and PT as targets: a model's en or pt is listed as these."""
 
-_NAMES = (
-    "af Afrikaans|am Amharic|ar Arabic|az Azerbaijani|be Belarusian|bg Bulgarian|"
-    "bn Bengali|bs Bosnian|ca Catalan|cs Czech|cy Welsh|da Danish|de German|el Greek|"
-    "en English|eo Esperanto|es Spanish|et Estonian|eu Basque|fa Persian|fi Finnish|"
-    "fr French|ga Irish|gl Galician|gu Gujarati|ha Hausa|he Hebrew|hi Hindi|hr Croatian|"
-    "ht Haitian Creole|hu Hungarian|hy Armenian|id Indonesian|ig Igbo|is Icelandic|"
-    "it Italian|ja Japanese|jv Javanese|ka Georgian|kk Kazakh|km Khmer|kn Kannada|"
-    "ko Korean|ku Kurdish|ky Kyrgyz|la Latin|lb Luxembourgish|lo Lao|lt Lithuanian|"
-    "lv Latvian|mg Malagasy|mk Macedonian|ml Malayalam|mn Mongolian|mr Marathi|ms Malay|"
-    "mt Maltese|my Burmese|nb Norwegian Bokmål|ne Nepali|nl Dutch|nn Norwegian Nynorsk|"
-    "no Norwegian|pa Punjabi|pl Polish|ps Pashto|pt Portuguese|ro Romanian|ru Russian|"
-    "rw Kinyarwanda|si Sinhala|sk Slovak|sl Slovenian|so Somali|sq Albanian|sr Serbian|"
-    "sv Swedish|sw Swahili|ta Tamil|te Telugu|tg Tajik|th Thai|tl Tagalog|tr Turkish|"
-    "tt Tatar|ug Uyghur|uk Ukrainian|ur Urdu|uz Uzbek|vi Vietnamese|xh Xhosa|yi Yiddish|"
-    "yo Yoruba|zh Chinese|zh_hans Chinese (Simplified)|zh_hant Chinese (Traditional)|"
-    "pt_br Portuguese (Brazil)|zu Zulu"
-)
-NAMES = dict(entry.split(" ", 1) for entry in _NAMES.split("|"))
-"""English names of languages by lower-case code (a code not here is its own name)."""
-
-
-def name(code: str) -> str:
-    """Return a language's English name."""
-    low = code.lower()
-    return NAMES.get(low) or NAMES.get(low.split("_", 1)[0]) or code
-
 
 @dataclass(frozen=True)
 class Catalog:
     """The pairs of the model root now, and the languages they make."""
 
     pairs: tuple[tuple[str, str], ...]
+    names: tuple[tuple[str, str], ...] = ()
+    """(code, name) of each language, from the models' metadata or the standard table."""
 
-    @property
+    def name(self, code: str) -> str:
+        """Return a language's name: its model's, else the standard table's."""
+        return self._names.get(code) or name(code)
+
+    @cached_property
+    def _names(self) -> dict[str, str]:
+        return dict(self.names)
+
+    @cached_property
     def sources(self) -> list[str]:
-        return list(dict.fromkeys(s for s, _ in self.pairs))
+        return list(self._targets)
 
-    @property
+    @cached_property
     def targets(self) -> list[str]:
-        return list(dict.fromkeys(t for _, t in self.pairs))
+        return list(self._sources)
 
-    @property
+    @cached_property
     def languages(self) -> list[str]:
         return list(dict.fromkeys([*self.sources, *self.targets]))
 
+    @cached_property
+    def _targets(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for s, t in self.pairs:
+            found.setdefault(s, []).append(t)
+        return found
+
+    @cached_property
+    def _sources(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for s, t in self.pairs:
+            found.setdefault(t, []).append(s)
+        return found
+
     def targets_of(self, source: str) -> list[str]:
-        return [t for s, t in self.pairs if s == source]
+        return self._targets.get(source, [])
 
     def sources_to(self, target: str) -> list[str]:
-        return [s for s, t in self.pairs if t == target]
+        return self._sources.get(target, [])
 
     @property
     def pair_names(self) -> list[str]:
         return [f"{s}-{t}" for s, t in self.pairs]
 
 
+_catalogs: dict[int, tuple[dict[str, ModelDir], Catalog]] = {}
+
+
 def catalog(model_root: Path) -> Catalog:
-    """Return the model root's catalog (read from disk on every call, as /v1 does)."""
-    return Catalog(tuple((m.source, m.target) for m in scan(model_root).values()))
+    """Return the model root's catalog, made again whenever its scan changes (as /v1)."""
+    found = served_pairs(model_root)
+    cached = _catalogs.get(id(found))
+    if cached is not None and cached[0] is found:
+        return cached[1]
+    made = Catalog(
+        tuple((m.source, m.target) for m in found.values()),
+        tuple(language_names(found).items()),
+    )
+    _catalogs.clear()
+    _catalogs[id(found)] = (found, made)
+    return made
 
 
 def resolve(code: str, candidates: Iterable[str]) -> str | None:
@@ -117,10 +130,12 @@ def deepl_source(code: str) -> str:
     return code.split("_", 1)[0].upper()
 
 
-def deepl_targets(code: str, targets: Iterable[str]) -> list[tuple[str, str]]:
+def deepl_targets(
+    code: str, targets: Iterable[str], label: Callable[[str], str] = name
+) -> list[tuple[str, str]]:
     """Return DeepL's (code, name) entries for a model target among all targets."""
     regional = REGIONAL_TARGETS.get(code.lower())
     if regional is None:
-        return [(code.replace("_", "-").upper(), name(code))]
+        return [(code.replace("_", "-").upper(), label(code))]
     served = {t.replace("_", "-").upper() for t in targets}
     return [entry for entry in regional if entry[0] not in served]

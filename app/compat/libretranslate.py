@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, abort, jsonify, request, stream_with_context, url_for
 
 from app.compat.errors import Dialect, install
-from app.compat.languages import lt_code, name, resolve
+from app.compat.languages import lt_code, resolve
 from app.compat.params import params
 from app.compat.shared import (
     authenticate,
@@ -125,7 +125,7 @@ def languages():
         [
             {
                 "code": lt_code(code),
-                "name": name(code),
+                "name": found.name(code),
                 "targets": [lt_code(t) for t in found.targets_of(code)],
             }
             for code in found.languages
@@ -161,7 +161,7 @@ def frontend_settings():
             "supportedFilesFormat": [".txt"],
             "language": {
                 "source": {"code": "auto", "name": "Auto Detect"},
-                "target": {"code": lt_code(target), "name": name(target)},
+                "target": {"code": lt_code(target), "name": found.name(target)},
             },
         }
     )
