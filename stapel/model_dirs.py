@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from stapel import argos
 from stapel.languages import name
 from stapel.model_families import FamilyError, Multilingual, detect
 
@@ -72,6 +73,11 @@ class ModelDir:
         return f"{self.source}-{self.target}"
 
     @property
+    def model_path(self) -> Path:
+        """The CTranslate2 model's folder (an Argos package keeps it in `model/`)."""
+        return self.path / "model" if self.family == "argos" else self.path
+
+    @property
     def model(self) -> str:
         """The model's key: one loaded translator per key, whatever its pairs."""
         return self.pair if self.family == "pair" else self.path.name
@@ -91,10 +97,37 @@ def scan(root: Path) -> dict[str, ModelDir]:
     for entry, match in _pair_dirs(root):
         if all((entry / name).is_file() for name in REQUIRED_FILES):
             found[entry.name] = ModelDir(match.group(1), match.group(2), entry)
+    for package in packages(root).values():
+        found.setdefault(f"{package.source}-{package.target}", _package_route(package))
     for model in multilingual(root).values():
         for pair, served in _routes(model).items():
             found.setdefault(pair, served)
     return found
+
+
+def packages(root: Path) -> dict[str, argos.Package]:
+    """Return the servable Argos packages under root, by folder or archive name."""
+    found: dict[str, argos.Package] = {}
+    for entry in argos.candidates(root):
+        try:
+            found[entry.name] = argos.load(entry)
+        except argos.PackageError:
+            continue
+    return found
+
+
+def _package_route(package: argos.Package) -> ModelDir:
+    return ModelDir(
+        package.source,
+        package.target,
+        package.path,
+        "argos",
+        target_token=package.target_prefix,
+        spm="sentencepiece.model",
+        max_input_tokens=argos.MAX_INPUT_TOKENS,
+        source_name=package.source_name,
+        target_name=package.target_name,
+    )
 
 
 def language_names(pairs: dict[str, ModelDir]) -> dict[str, str]:
@@ -195,6 +228,11 @@ def problems(root: Path) -> dict[str, str]:
             detect(entry)
             position_tables(entry / "model.bin")
         except (FamilyError, OSError, ModelFileError, ValueError) as exc:
+            found[entry.name] = f"{entry}: {exc}"
+    for entry in argos.candidates(root):
+        try:
+            position_tables(argos.load(entry).path / "model" / "model.bin")
+        except (argos.PackageError, OSError, ModelFileError) as exc:
             found[entry.name] = f"{entry}: {exc}"
     return found
 

@@ -121,8 +121,12 @@ class Settings:
     defer_s: float = setting("STAPEL_DEFER_S", 2.0)
     max_decoding_length: int = setting("STAPEL_MAX_DECODING_LENGTH", 256)
     max_input_tokens: int = setting("STAPEL_MAX_INPUT_TOKENS", 0)
-    min_decoding_length: int = setting("STAPEL_MIN_DECODING_LENGTH", 0)
+    min_decoding_length: int = setting("STAPEL_MIN_DECODING_LENGTH", 1)
     beam_size: int = setting("STAPEL_BEAM_SIZE", 1)
+    # Argos packages decode as Argos does with STAPEL_ARGOS_BEAM_SIZE=4 and
+    # STAPEL_ARGOS_LENGTH_PENALTY=0.2 (0: STAPEL_BEAM_SIZE; 1.0: no penalty).
+    argos_beam_size: int = setting("STAPEL_ARGOS_BEAM_SIZE", 0)
+    argos_length_penalty: float = setting("STAPEL_ARGOS_LENGTH_PENALTY", 1.0)
     heartbeat_s: float = setting("STAPEL_HEARTBEAT_S", 10.0)
     tracer_s: float = setting("STAPEL_TRACER_S", 60.0)
     # The MT cache (stapel/mtcache.py): on, shared across tenants, how long entries last.

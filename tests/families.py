@@ -181,3 +181,69 @@ def reference(family: str, model, tok, texts: list[str], src: str, tgt: str, ste
                 max_new_tokens=steps,
             )
     return [tok.decode(row, skip_special_tokens=True) for row in out]
+
+
+ARGOS_OPTIONS = {"STAPEL_ARGOS_BEAM_SIZE": "4", "STAPEL_ARGOS_LENGTH_PENALTY": "0.2"}
+"""Stapel's settings that decode an Argos package as Argos does."""
+
+
+def build_argos(package_dir: Path, from_code: str, to_code: str, seed: int = 0) -> Path:
+    """Write an installed Argos package (a tiny random model) as Argos lays one out:
+    metadata.json, model/, sentencepiece.model, and spacy/, a blank pipeline (Argos adds
+    its sentencizer; nothing is downloaded)."""
+    import spacy
+
+    from training.random_model import build
+
+    build(package_dir / "model", layers=1, d_model=32, heads=2, ffn=64, seed=seed)
+    (package_dir / "model" / "source.spm").rename(package_dir / "sentencepiece.model")
+    (package_dir / "model" / "target.spm").unlink()
+    metadata = {
+        "package_version": "1.0",
+        "argos_version": "1.9",
+        "from_code": from_code,
+        "to_code": to_code,
+        "from_name": f"Language {from_code}",
+        "to_name": f"Language {to_code}",
+    }
+    (package_dir / "metadata.json").write_text(json.dumps(metadata))
+    spacy.blank("xx").to_disk(package_dir / "spacy")
+    return package_dir
+
+
+def argos_reference(packages: Path, home: Path, texts: list[str], src: str, tgt: str):
+    """Return argostranslate's own translations of texts (a subprocess: its settings are
+    read from the environment at import), float32 on CPU, sentences split by spaCy."""
+    import os
+    import subprocess
+    import sys
+
+    (home / "cache" / "argos-translate" / "spacy" / "senter" / "model").mkdir(
+        parents=True, exist_ok=True
+    )
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "ARGOS_PACKAGES_DIR": str(packages),
+        "ARGOS_CHUNK_TYPE": "SPACY",
+        "ARGOS_COMPUTE_TYPE": "float32",
+        "ARGOS_DEVICE_TYPE": "cpu",
+    }
+    code = (
+        "import json, sys\n"
+        "from argostranslate import translate\n"
+        "texts = json.loads(sys.argv[1])\n"
+        "print(json.dumps([translate.translate(t, sys.argv[2], sys.argv[3]) for t in texts]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(texts), src, tgt],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -68,6 +68,13 @@ class LoadedModel:
         return made
 
 
+def _fingerprint(found: ModelDir, options: dict) -> str:
+    """The model's fingerprint; an Argos package's covers its metadata and tokenizer too."""
+    if found.family != "argos":
+        return fingerprint(found.path, options)
+    return fingerprint(found.model_path, {**options, "package": fingerprint(found.path, {})})
+
+
 def pair_fingerprint(model_fp: str, found: ModelDir) -> str:
     """Return what keys a pair's cache entries: a pair directory's model fingerprint, or
     for a multilingual model its fingerprint with the two languages (one model, many
@@ -158,11 +165,12 @@ class Engine:
         batch_memory_tokens: int = 0,
         batch_wait_s: float = 0.05,
         max_decoding_length: int = 256,
-        min_decoding_length: int = 0,
+        min_decoding_length: int = 1,
         beam_size: int = 1,
         max_input_tokens: int = 0,
         on_load: Callable[[str], None] | None = None,
         on_evict: Callable[[str], None] | None = None,
+        family_options: dict[str, dict] | None = None,
     ) -> None:
         self.model_root = Path(model_root)
         self.device = pick_device(device)
@@ -184,6 +192,9 @@ class Engine:
             # pieces to the model's limit itself, so anything longer is an error, not a loss.
             "max_input_length": 0,
         }
+        self.family_options = family_options or {}
+        """Decoding options of one family over the engine's (Argos: its beam, length
+        penalty, unknowns replaced)."""
         self.max_input_tokens = max_input_tokens
         """The input limit in tokens for every model (0: each model's own)."""
         self.on_load, self.on_evict = on_load, on_evict
@@ -346,7 +357,7 @@ class Engine:
         if self.device == "cpu" and compute_type == "int8_float16":
             compute_type = "int8"
         translator = ctranslate2.Translator(
-            str(found.path),
+            str(found.model_path),
             device=self.device,
             compute_type=compute_type,
             inter_threads=self.parallel,
@@ -369,8 +380,13 @@ class Engine:
             spm.SentencePieceProcessor(model_file=str(found.path / name), num_threads=1)
             for name in names
         )
-        found_limits = limits(found.path, found.max_input_tokens)
-        options = dict(self.options)
+        found_limits = limits(found.model_path, found.max_input_tokens)
+        options = {**self.options, **self.family_options.get(found.family, {})}
+        prefixed = found.family in ("nllb", "m2m100") or (
+            found.family == "argos" and found.target_token
+        )
+        if prefixed and options["min_decoding_length"]:  # the prefix counts: no empty output
+            options["min_decoding_length"] += 1
         if found_limits.decoder_positions:  # longer outputs raise instead of stopping
             options["max_decoding_length"] = min(
                 options["max_decoding_length"], found_limits.decoder_positions
@@ -381,18 +397,22 @@ class Engine:
             translator,
             source,
             target,
-            fingerprint=fingerprint(found.path, output_options),
+            fingerprint=_fingerprint(found, output_options),
             budget=self.batch_tokens,
             memory_tokens=self.batch_memory_tokens,
             wait_s=self.batch_wait_s,
             options=options,
-            suffix=source_suffix(found.path),
+            suffix=() if found.family == "argos" else source_suffix(found.path),
             name=found.model,
             parallel=self.parallel,
             max_input_tokens=self.max_input_tokens or found_limits.input_tokens,
             lang=found.source,
         )
-        languages = [] if found.family == "pair" else list(detect(found.path).languages.values())
+        languages = (
+            list(detect(found.path).languages.values())
+            if found.family in ("nllb", "m2m100", "madlad")
+            else []
+        )
         return LoadedModel(found.model, translator, source, target, batcher, languages=languages)
 
     def _route(self, pair: str) -> tuple[LoadedModel, families.Codec]:

@@ -43,6 +43,8 @@ class Codec:
     """The target prefix (the target language token), cut from each hypothesis."""
     specials: frozenset[str] = field(default_factory=frozenset)
     """Tokens dropped from hypotheses before decoding."""
+    argos: bool = False
+    """Decode as Argos does: `▁` and `_` made spaces, one leading space dropped."""
 
     def encode(self, texts: list[str]) -> list[list[str]]:
         """Return the model tokens of each text."""
@@ -67,6 +69,9 @@ class Codec:
     def decode(self, hypotheses: list[list[str]]) -> list[str]:
         """Return the texts of hypotheses (prefix and specials gone, never a `▁`)."""
         texts = self.target.decode([self.strip(h) for h in hypotheses])
+        if self.argos:
+            texts = [t.replace("\u2581", " ").replace("_", " ") for t in texts]
+            return [t[1:] if t.startswith(" ") else t for t in texts]
         return [t.replace("\u2581", " ").strip() if "\u2581" in t else t for t in texts]
 
 
@@ -131,6 +136,9 @@ def codec(
     """Return the codec of one pair of a model (languages: all its language tokens)."""
     if found.family == "pair":
         return Codec(source, target, suffix, found.source)
+    if found.family == "argos":  # pieces only, its target prefix if it has one
+        prefix = (found.target_token,) if found.target_token else ()
+        return Codec(source, target, (), found.source, prefix=prefix, argos=True)
     skip = specials(found.path, languages)
     if found.family == "madlad":
         return Codec(

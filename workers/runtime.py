@@ -122,7 +122,18 @@ def build_engine(settings: Settings) -> Engine:
         min_decoding_length=settings.min_decoding_length,
         beam_size=settings.beam_size,
         max_input_tokens=settings.max_input_tokens,
+        family_options={"argos": argos_options(settings)},
     )
+
+
+def argos_options(settings: Settings) -> dict:
+    """Argos packages' decoding: their beam and length penalty, unknowns replaced by the
+    source piece they attend to most (as Argos calls CTranslate2)."""
+    return {
+        "beam_size": settings.argos_beam_size or settings.beam_size,
+        "length_penalty": settings.argos_length_penalty,
+        "replace_unknowns": True,
+    }
 
 
 @functools.cache
