@@ -1,16 +1,17 @@
 """Operator commands: `flask --app app keys create --tenant acme`, `keys revoke`, `keys list`,
 `jobs requeue ID`, `jobs cancel ID`, `jobs purge --older-than-days N`,
-`cache purge --tenant acme` (or `--shared`, `--expired`)."""
+`cache purge --tenant acme` (or `--shared`, `--expired`), `models` (what the model root
+serves, and what it cannot)."""
 
 from __future__ import annotations
 
 import click
 from flask import Flask
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import select
 
 from app.web import stapel
-from stapel import mtcache
+from stapel import model_dirs, mtcache
 from stapel.admin import cancel_job, purge_jobs, requeue_job
 from stapel.broker import send_callback
 from stapel.exceptions import StapelError
@@ -25,6 +26,7 @@ def register(app: Flask) -> None:
     app.cli.add_command(tenants)
     app.cli.add_command(jobs_group)
     app.cli.add_command(cache_group)
+    app.cli.add_command(models_command)
 
 
 def _session():
@@ -163,3 +165,23 @@ def cache_purge(tenant: str | None, shared: bool, expired: bool) -> None:
             scope = found
         count = mtcache.purge(session, scope)
     click.echo(f"purged {count} cache entries of {tenant or 'the shared scope'}")
+
+
+@click.command("models")
+@with_appcontext
+def models_command() -> None:
+    """List the models under STAPEL_MODEL_ROOT, and each folder that cannot be served."""
+    root = stapel().settings.model_root
+    found = model_dirs.models(root)
+    for model in found:
+        langs = model["languages"]
+        shown = ", ".join(langs[:12]) + (f" (+{len(langs) - 12})" if len(langs) > 12 else "")
+        click.echo(
+            f"{model['model']}  family={model['family']}  pairs={model['pairs']}  "
+            f"languages={shown}  path={model['path']}"
+        )
+    broken = {**model_dirs.problems(root), **model_dirs.unrecognised(root)}
+    for entry, reason in sorted(broken.items()):
+        click.echo(f"NOT SERVED {entry}: {reason}")
+    if not found and not broken:
+        click.echo(f"no models under {root}")

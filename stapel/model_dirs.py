@@ -20,6 +20,7 @@ else `max_input_tokens` in its config.json, else DEFAULT_INPUT_TOKENS.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import struct
 import threading
@@ -31,6 +32,8 @@ from typing import BinaryIO
 from stapel import argos
 from stapel.languages import name
 from stapel.model_families import FamilyError, Multilingual, detect
+
+log = logging.getLogger(__name__)
 
 PAIR_RE = re.compile(r"^([a-z]{2,3}(?:_[A-Za-z]{2,4})?)-([a-z]{2,3}(?:_[A-Za-z]{2,4})?)$")
 """A pair directory name: ISO 639 codes, optionally with a script/region (`zh_Hans`)."""
@@ -204,7 +207,32 @@ def served_pairs(root: Path) -> dict[str, ModelDir]:
     found = scan(root)
     with _scans_lock:
         _scans[root] = (mtime, now, found)
+    _log_problems(root)
     return found
+
+
+_logged: set[tuple[str, str]] = set()
+
+
+def _log_problems(root: Path) -> None:
+    """Log each model folder that cannot be served, once per reason (not every scan)."""
+    for entry, reason in {**problems(root), **unrecognised(root)}.items():
+        if (entry, reason) not in _logged:
+            _logged.add((entry, reason))
+            log.warning("model not served entry=%s reason=%s", entry, reason)
+
+
+def models(root: Path) -> list[dict]:
+    """Return each model under root: its key, family, folder, pairs served and languages."""
+    by_key: dict[str, dict] = {}
+    for found in scan(root).values():
+        entry = by_key.setdefault(
+            found.model,
+            {"model": found.model, "family": found.family, "path": str(found.path), "pairs": 0},
+        )
+        entry["pairs"] += 1
+        entry.setdefault("languages", set()).update((found.source, found.target))
+    return [{**e, "languages": sorted(e["languages"])} for e in by_key.values()]
 
 
 def problems(root: Path) -> dict[str, str]:
@@ -235,6 +263,30 @@ def problems(root: Path) -> dict[str, str]:
         except (argos.PackageError, OSError, ModelFileError) as exc:
             found[entry.name] = f"{entry}: {exc}"
     return found
+
+
+def unrecognised(root: Path) -> dict[str, str]:
+    """Return folder -> why, for folders under root that no layout recognises (shown by
+    `flask --app app models` and logged, but no reason for a worker not to be ready)."""
+    return {
+        entry.name: f"{entry}: not a model folder (no model.bin, no Argos metadata.json)"
+        for entry in _unknown(root)
+    }
+
+
+def _unknown(root: Path) -> list[Path]:
+    """Folders under root that no layout recognises (hidden ones aside)."""
+    if not root.is_dir():
+        return []
+    return [
+        entry
+        for entry in sorted(root.iterdir())
+        if entry.is_dir()
+        and not entry.name.startswith(".")
+        and not PAIR_RE.match(entry.name)
+        and not (entry / "model.bin").is_file()
+        and not (entry / "metadata.json").is_file()
+    ]
 
 
 def _pair_dirs(root: Path) -> list[tuple[Path, re.Match]]:

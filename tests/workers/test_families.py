@@ -115,3 +115,4 @@ def test_one_model_counts_once_and_each_pair_has_its_own_fingerprint(family_mode
     assert len(set(fps.values())) == 3
     assert engine.loaded_pairs() == ["my-m2m100-model"]
     assert engine.model("de-fr") is engine.model("en-de")  # never a second copy
+
