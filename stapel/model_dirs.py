@@ -44,6 +44,12 @@ DEFAULT_INPUT_TOKENS = 512
 """The input limit of a model that states none (no position table: CTranslate2 makes
 sinusoids for any length, but models are trained on sentences; 512 is OPUS-MT's)."""
 
+MADE_UP_ROWS = frozenset({2048, 5000})
+"""Position tables converters make up rather than copy: CTranslate2's Marian converter
+(`ct2-opus-mt-converter`) writes 2,048 sinusoid rows, OpenNMT-py keeps its 5,000-row
+default. Their length says nothing of what the model was trained on (OPUS-MT: 512), so
+such a table counts as none and never raises the input limit."""
+
 ENCODER_POSITIONS = "encoder/position_encodings/encodings"
 DECODER_POSITIONS = "decoder/position_encodings/encodings"
 
@@ -307,6 +313,8 @@ def limits(path: Path, stated: int | None = None) -> Limits:
     """
     tables = position_tables(path / "model.bin")
     encoder = tables.get(ENCODER_POSITIONS)
+    if encoder in MADE_UP_ROWS:
+        encoder = None
     if stated:
         encoder = min(encoder, stated) if encoder else stated
     if encoder is None:

@@ -82,3 +82,34 @@ def test_problems_names_incomplete_and_unreadable_model_dirs(tmp_path, model_roo
     found = problems(tmp_path)
     assert set(found) == {"de-en", "en-fr"}
     assert "unreadable model.bin" in found["de-en"] and "missing model.bin" in found["en-fr"]
+
+
+def _model_bin(path: Path, rows: int) -> None:
+    """Write a model.bin holding only an encoder position table of `rows` rows."""
+    name = b"TransformerSpec\0"
+    var = b"encoder/position_encodings/encodings\0"
+    data = bytes(rows * 4 * 4)
+    path.write_bytes(
+        struct.pack("I", 6)
+        + struct.pack("H", len(name))
+        + name
+        + struct.pack("II", 1, 1)
+        + struct.pack("H", len(var))
+        + var
+        + struct.pack("B", 2)
+        + struct.pack("II", rows, 4)
+        + struct.pack("B", 0)
+        + struct.pack("I", len(data))
+        + data
+        + struct.pack("I", 0)
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "limit"),
+    [(300, 300), (1024, 1024), (2048, DEFAULT_INPUT_TOKENS), (5000, DEFAULT_INPUT_TOKENS)],
+)
+def test_a_table_a_converter_made_up_never_raises_the_limit(tmp_path, rows, limit):
+    _model_bin(tmp_path / "model.bin", rows)
+    assert limits(tmp_path).input_tokens == limit
+    assert limits(tmp_path, stated=200).input_tokens == 200  # a manifest only lowers it
