@@ -66,13 +66,16 @@ class ModelDir:
     target: str
     path: Path
     family: str = "pair"
-    """`pair` (a pair directory) or a multilingual family (stapel.model_families)."""
+    """`pair` (a pair directory), `argos`, a multilingual family (stapel.model_families)
+    or `pivot` (two models, through `via`)."""
     source_token: str = ""
     target_token: str = ""
     """The model's own codes of the two languages (multilingual families)."""
     spm: str = ""
     """The multilingual model's SentencePiece file (pair directories: source/target.spm)."""
     max_input_tokens: int | None = None
+    via: str = ""
+    """The pivot language of a pair no model serves directly (stapel.pivot)."""
     source_name: str = ""
     target_name: str = ""
     """Names the model's metadata gives its languages (empty: the standard table's)."""

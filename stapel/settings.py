@@ -125,6 +125,9 @@ class Settings:
     beam_size: int = setting("STAPEL_BEAM_SIZE", 1)
     # Argos packages decode as Argos does with STAPEL_ARGOS_BEAM_SIZE=4 and
     # STAPEL_ARGOS_LENGTH_PENALTY=0.2 (0: STAPEL_BEAM_SIZE; 1.0: no penalty).
+    # A pair no model serves is translated through this language (stapel/pivot.py;
+    # "" turns pivoting off).
+    pivot: str = setting("STAPEL_PIVOT", "en")
     argos_beam_size: int = setting("STAPEL_ARGOS_BEAM_SIZE", 0)
     argos_length_penalty: float = setting("STAPEL_ARGOS_LENGTH_PENALTY", 1.0)
     heartbeat_s: float = setting("STAPEL_HEARTBEAT_S", 10.0)

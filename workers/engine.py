@@ -23,11 +23,13 @@ import ctranslate2
 import sentencepiece as spm
 
 from stapel.exceptions import ModelUnavailable
-from stapel.model_dirs import ModelDir, ModelFileError, limits, problems, served_pairs
+from stapel.model_dirs import ModelDir, ModelFileError, limits, problems
 from stapel.model_families import FamilyError, detect
 from stapel.mtcache import fingerprint
+from stapel.pivot import legs, served
 from workers import families, markup
 from workers.batcher import Batcher, Known
+from workers.pivoting import PivotSubmission
 from workers.submission import Result, Submission
 
 log = logging.getLogger(__name__)
@@ -171,7 +173,10 @@ class Engine:
         on_load: Callable[[str], None] | None = None,
         on_evict: Callable[[str], None] | None = None,
         family_options: dict[str, dict] | None = None,
+        pivot: str = "",
     ) -> None:
+        self.pivot = pivot
+        """The language a pair no model serves is translated through ("" for none)."""
         self.model_root = Path(model_root)
         self.device = pick_device(device)
         self.compute_type = pick_compute_type(self.device, compute_type)
@@ -207,7 +212,7 @@ class Engine:
 
     def pairs(self) -> dict[str, ModelDir]:
         """Return the pairs the model root offers now."""
-        return served_pairs(self.model_root)
+        return served(self.model_root, self.pivot)
 
     def loaded_pairs(self) -> list[str]:
         """Return the models currently loaded, least recently used first (a pair
@@ -217,6 +222,8 @@ class Engine:
     def is_loaded(self, pair: str) -> bool:
         """Return whether the model serving pair is loaded now."""
         found = self.pairs().get(pair)
+        if found is not None and found.family == "pivot":
+            return all(self.is_loaded(leg) for leg in legs(found))
         return found is not None and found.model in self._loaded
 
     def loaded_fingerprints(self) -> dict[str, str]:
@@ -264,6 +271,10 @@ class Engine:
         the lock (workers use them to join and leave the pair's model queue).
         """
         found = self.pairs().get(pair)
+        if found is not None and found.family == "pivot":  # both steps loaded
+            first, second = legs(found)
+            self.model(first)
+            return self.model(second)
         key = found.model if found is not None else pair
         with self._lock:
             if key in self._loaded:
@@ -424,8 +435,11 @@ class Engine:
 
     def fingerprint(self, pair: str) -> str:
         """Return what keys pair's cache entries (loading its model if needed)."""
-        model = self.model(pair)
         found = self.pairs().get(pair)
+        if found is not None and found.family == "pivot":
+            steps = "\x1e".join([*map(self.fingerprint, legs(found)), found.via])
+            return hashlib.sha256(steps.encode()).hexdigest()[:16]
+        model = self.model(pair)
         fp = model.batcher.fingerprint
         return pair_fingerprint(fp, found) if found is not None else fp
 
@@ -451,6 +465,21 @@ class Engine:
         theirs is looked up in memories or the cache.
         """
         items = list(items)
+        found = self.pairs().get(pair)
+        if found is not None and found.family == "pivot":
+            first, second = legs(found)
+
+            def step(leg: str) -> Callable[[list[tuple[int, str]]], object]:
+                return lambda part: self.translate_batches(
+                    leg,
+                    part,
+                    priority=priority,
+                    job_id=job_id,
+                    tick_s=tick_s,
+                    split_sentences=split_sentences,
+                )
+
+            return PivotSubmission(step(first)(items), step(second), tick_s)  # type: ignore[return-value]
         model, codec = self._route(pair)
         if markup.has_codes(items):
             return markup.submit(

@@ -123,6 +123,7 @@ def build_engine(settings: Settings) -> Engine:
         beam_size=settings.beam_size,
         max_input_tokens=settings.max_input_tokens,
         family_options={"argos": argos_options(settings)},
+        pivot=settings.pivot,
     )
 
 

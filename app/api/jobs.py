@@ -21,7 +21,7 @@ from stapel import jobs, quotas, withdrawals
 from stapel.broker import send_callback
 from stapel.exceptions import ValidationError
 from stapel.formats import bilingual, inline, results
-from stapel.model_dirs import served_pairs
+from stapel.pivot import served
 from stapel.segment_errors import segment_errors
 from stapel.states import CallbackStatus, Status
 from stapel.submit import submit
@@ -90,7 +90,7 @@ def limits() -> Limits:
 def create_job():
     """Accept a job as JSON or as uploaded .txt files; answer 202 once it is stored."""
     ext = stapel()
-    pairs = list(served_pairs(ext.settings.model_root))
+    pairs = list(served(ext.settings.model_root, ext.settings.pivot))
     key = idempotency_key(request.headers.get("Idempotency-Key"))
     bounds = limits()
     if request.mimetype == "multipart/form-data":
@@ -219,7 +219,7 @@ def get_result(job_id: str):
             stream_with_context(_txt(session, job)), mimetype="text/plain", headers=headers
         )
     return Response(
-        stream_with_context(_json(session, job, complete)),
+        stream_with_context(_json(session, job, complete, _pivot(job))),
         mimetype="application/json",
         headers=headers,
     )
@@ -267,7 +267,14 @@ def _txt(session, job: Job) -> Iterator[str]:
             yield (_shown(target) or "") + "\n"
 
 
-def _json(session, job: Job, complete: bool) -> Iterator[str]:
+def _pivot(job: Job) -> str:
+    """The language the job's pair is translated through ("" when a model serves it)."""
+    settings = stapel().settings
+    found = served(settings.model_root, settings.pivot).get(f"{job.source_lang}-{job.target_lang}")
+    return found.via if found is not None else ""
+
+
+def _json(session, job: Job, complete: bool, pivot: str = "") -> Iterator[str]:
     head = {
         "id": job.id,
         "status": job.status,
@@ -291,6 +298,8 @@ def _json(session, job: Job, complete: bool) -> Iterator[str]:
         rows = jobs.iter_provenance(session, job.id, starts[d], starts[d + 1])
         for s, (origin, fingerprint) in enumerate(rows):
             entry = {"origin": origin, "model": fingerprint} if origin else None
+            if entry and pivot and origin != "memory":  # two models, through `pivot`
+                entry["pivot"] = pivot
             yield ("," if s else "") + json.dumps(entry)
         yield "]" + (', "errors": ' + json.dumps(errors[d]) if d in errors else "") + "}"
     yield "]}"

@@ -11,7 +11,7 @@ from app.web import db_session, stapel
 from stapel import memories
 from stapel.exceptions import TooLarge, UnknownLanguagePair, ValidationError
 from stapel.formats import bilingual
-from stapel.model_dirs import served_pairs
+from stapel.pivot import served
 from stapel.tables import Memory
 
 
@@ -80,7 +80,7 @@ def create_memory():
             "form fields of a multipart upload)",
             code="missing_field",
         )
-    pairs = list(served_pairs(settings.model_root))
+    pairs = list(served(settings.model_root, settings.pivot))
     if f"{source}-{target}" not in pairs:
         raise UnknownLanguagePair(
             f"no model for {source}-{target}; available pairs: {', '.join(pairs) or 'none'}"

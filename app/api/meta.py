@@ -13,20 +13,24 @@ from app.api.blueprints import health, v1
 from app.api.errors import RETRY_AFTER_S
 from app.web import db_session, stapel
 from stapel.exceptions import Unauthorized
-from stapel.model_dirs import language_names, served_pairs
+from stapel.model_dirs import language_names
+from stapel.pivot import served
 
 
 @v1.get("/languages")
 def languages():
     """List the languages (ISO 639-1 codes where one exists, with names) and the pairs
-    the model root offers, each with the model that serves it."""
-    pairs = served_pairs(stapel().settings.model_root)
+    the model root offers, each with the model that serves it or the language it is
+    translated through (pivot)."""
+    settings = stapel().settings
+    pairs = served(settings.model_root, settings.pivot)
     names = language_names(pairs)
     return jsonify(
         {
             "languages": [{"code": code, "name": label} for code, label in names.items()],
             "pairs": [
-                {"source": m.source, "target": m.target, "pair": p, "model": m.model}
+                {"source": m.source, "target": m.target, "pair": p}
+                | ({"via": m.via} if m.via else {"model": m.model})
                 for p, m in pairs.items()
             ],
         }

@@ -267,6 +267,11 @@ RESULT = {
                                     "nullable": True,
                                     "description": "The model fingerprint (null for memory)",
                                 },
+                                "pivot": {
+                                    "type": "string",
+                                    "description": "The language a pair no model serves was "
+                                    "translated through (two models, two steps)",
+                                },
                             },
                         },
                     },

@@ -15,7 +15,8 @@ from functools import cached_property
 from pathlib import Path
 
 from stapel.languages import name
-from stapel.model_dirs import ModelDir, language_names, served_pairs
+from stapel.model_dirs import ModelDir, language_names
+from stapel.pivot import served
 
 ALIASES = {"zt": "zh_hant", "pb": "pt_br", "iw": "he", "in": "id", "ji": "yi", "jw": "jv"}
 """Old or LibreTranslate-only codes and the code they stand for."""
@@ -84,9 +85,9 @@ class Catalog:
 _catalogs: dict[int, tuple[dict[str, ModelDir], Catalog]] = {}
 
 
-def catalog(model_root: Path) -> Catalog:
+def catalog(model_root: Path, pivot: str = "") -> Catalog:
     """Return the model root's catalog, made again whenever its scan changes (as /v1)."""
-    found = served_pairs(model_root)
+    found = served(model_root, pivot)
     cached = _catalogs.get(id(found))
     if cached is not None and cached[0] is found:
         return cached[1]

@@ -47,7 +47,7 @@ def lane() -> Lane:
 
 def models() -> Catalog:
     """Return the model root's pairs now."""
-    return catalog(stapel().settings.model_root)
+    return catalog(stapel().settings.model_root, stapel().settings.pivot)
 
 
 def check_count(texts: list[str], status_413: bool, markup: Markup | None = None) -> None:
