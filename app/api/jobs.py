@@ -90,7 +90,7 @@ def limits() -> Limits:
 def create_job():
     """Accept a job as JSON or as uploaded .txt files; answer 202 once it is stored."""
     ext = stapel()
-    pairs = list(served(ext.settings.model_root, ext.settings.pivot))
+    pairs = served(ext.settings.model_root, ext.settings.pivot).keys()
     key = idempotency_key(request.headers.get("Idempotency-Key"))
     bounds = limits()
     if request.mimetype == "multipart/form-data":

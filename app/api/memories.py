@@ -7,6 +7,7 @@ from typing import IO
 from flask import Response, g, jsonify, request, stream_with_context, url_for
 
 from app.api.blueprints import v1
+from app.api.parsing import offered_pairs
 from app.web import db_session, stapel
 from stapel import memories
 from stapel.exceptions import TooLarge, UnknownLanguagePair, ValidationError
@@ -80,10 +81,10 @@ def create_memory():
             "form fields of a multipart upload)",
             code="missing_field",
         )
-    pairs = list(served(settings.model_root, settings.pivot))
+    pairs = served(settings.model_root, settings.pivot)
     if f"{source}-{target}" not in pairs:
         raise UnknownLanguagePair(
-            f"no model for {source}-{target}; available pairs: {', '.join(pairs) or 'none'}"
+            f"no model for {source}-{target}; available pairs: {offered_pairs(pairs)}"
         )
     name = fields.get("name")
     if name is not None and (len(name) > 255 or "\x00" in name):

@@ -6,7 +6,9 @@ uploads are taken apart in app/api/uploads.py and finished here like JSON.
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -225,12 +227,16 @@ def idempotency_key(header: str | None) -> str | None:
 
 
 def finish_spec(
-    fields: dict, documents: list[DocumentSpec], pairs: list[str], limits: Limits, key: str | None
+    fields: dict,
+    documents: list[DocumentSpec],
+    pairs: Collection[str],
+    limits: Limits,
+    key: str | None,
 ) -> JobSpec:
     source = _lang(fields.get("source_lang"), "source_lang")
     target = _lang(fields.get("target_lang"), "target_lang")
     if f"{source}-{target}" not in pairs:
-        offered = ", ".join(pairs) or "none"
+        offered = offered_pairs(pairs)
         raise UnknownLanguagePair(f"no model for {source}-{target}; available pairs: {offered}")
     spec = JobSpec(
         source_lang=source,
@@ -256,7 +262,21 @@ def finish_spec(
     return spec
 
 
-def parse_json(body: object, pairs: list[str], limits: Limits, key: str | None) -> JobSpec:
+OFFERED_MAX = 40
+"""At most this many pairs are named in an unknown-pair error (a multilingual model
+serves tens of thousands)."""
+
+
+def offered_pairs(pairs: Collection[str]) -> str:
+    """Name the pairs for an error: all of them, or the first OFFERED_MAX and a count."""
+    if not pairs:
+        return "none"
+    names = list(itertools.islice(pairs, OFFERED_MAX))
+    more = len(pairs) - len(names)
+    return ", ".join(names) + (f" and {more} more (GET /v1/languages)" if more > 0 else "")
+
+
+def parse_json(body: object, pairs: Collection[str], limits: Limits, key: str | None) -> JobSpec:
     """Validate a JSON job request."""
     if not isinstance(body, dict):
         raise ValidationError("the body must be a JSON object", code="invalid_json")

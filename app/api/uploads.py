@@ -9,6 +9,7 @@ segment per line; XLIFF, PO, SRT, HTML and DOCX: stapel.formats). Document optio
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import IO
 
 from app.api.parsing import (
@@ -26,7 +27,11 @@ from stapel.jobs import DocumentSpec, JobSpec
 
 
 def parse_upload(
-    stream: IO[bytes], boundary: bytes, pairs: list[str], limits: Limits, key: str | None
+    stream: IO[bytes],
+    boundary: bytes,
+    pairs: Collection[str],
+    limits: Limits,
+    key: str | None,
 ) -> JobSpec:
     """Validate a multipart upload, one document per file, read one file at a time."""
     reader = MultipartReader(stream, boundary, allowed=FORM_FIELDS, max_files=limits.max_documents)

@@ -43,3 +43,16 @@ def test_deepl_lists_sources_and_regional_targets(client, api_key):
     codes = {entry["language"]: entry["name"] for entry in targets}
     assert codes["ZH-HANS"] == "Chinese (Simplified)" and codes["FR"] == "French"
     assert {"EN-GB", "EN-US"} <= set(codes) and "EN" not in codes
+
+
+def test_a_pair_no_model_serves_is_refused_naming_a_few_pairs(client, auth):
+    body = {"source_lang": "de", "target_lang": "xx", "segments": ["Hallo"]}
+    response = client.post("/v1/jobs", json=body, headers=auth)
+    assert response.status_code == 400
+    message = response.get_json()["error"]["message"]
+    assert "more (GET /v1/languages)" in message and len(message) < 2000
+
+
+def test_a_pair_of_the_multilingual_model_is_accepted(client, auth):
+    body = {"source_lang": "de", "target_lang": "zh_Hant", "segments": ["Hallo"]}
+    assert client.post("/v1/jobs", json=body, headers=auth).status_code == 202

@@ -116,3 +116,21 @@ def test_one_model_counts_once_and_each_pair_has_its_own_fingerprint(family_mode
     assert engine.loaded_pairs() == ["my-m2m100-model"]
     assert engine.model("de-fr") is engine.model("en-de")  # never a second copy
 
+
+
+def test_a_manifest_overrides_what_detection_would_find(family_models, tmp_path):
+    root, _ = family_models
+    folder = tmp_path / "root" / "renamed-model"
+    folder.mkdir(parents=True)
+    for path in (root / "my-nllb-model").iterdir():
+        if path.name != "tokenizer_config.json":
+            (folder / path.name).symlink_to(path)
+    (folder / "stapel.json").write_text(
+        '{"family": "nllb", "languages": {"de": "deu_Latn", "fr": "fra_Latn"}, '
+        '"max_input_tokens": 32}'
+    )
+    found = scan(tmp_path / "root")
+    assert sorted(found) == ["de-fr", "fr-de"]
+    assert found["de-fr"].target_token == "fra_Latn" and found["de-fr"].max_input_tokens == 32
+    engine = Engine(tmp_path / "root", compute_type="float32", max_decoding_length=STEPS)
+    assert engine.model("de-fr").batcher.max_input_tokens == 32
