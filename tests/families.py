@@ -34,6 +34,7 @@ TOKENIZER_FILES = {
         "special_tokens_map.json",
     ],
     "madlad": ["spiece.model", "tokenizer_config.json", "special_tokens_map.json"],
+    "marian": ["source.spm", "target.spm"],
 }
 """What `ct2-transformers-converter --copy_files` copies beside model.bin per family."""
 
@@ -84,6 +85,8 @@ def build_hf(family: str, hf_dir: Path, seed: int = 0):
 
     hf_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
+    if family == "marian":
+        return _build_marian(hf_dir)
     if family == "madlad":
         symbols = [f"<2{code}>" for code in MADLAD_LANGS]
         train_spm(hf_dir / "spiece.model", symbols)
@@ -151,6 +154,45 @@ def build_hf(family: str, hf_dir: Path, seed: int = 0):
     return model, tok
 
 
+def _build_marian(hf_dir: Path):
+    """A tiny OPUS-MT (Marian) model: source.spm, target.spm and a shared vocab.json."""
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    train_spm(hf_dir / "source.spm")
+    train_spm(hf_dir / "target.spm", vocab_size=60)
+    vocab: dict[str, int] = {"</s>": 0, "<unk>": 1}
+    for name in ("source.spm", "target.spm"):
+        sp = spm.SentencePieceProcessor(model_file=str(hf_dir / name))
+        for i in range(sp.get_piece_size()):
+            vocab.setdefault(sp.id_to_piece(i), len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (hf_dir / "vocab.json").write_text(json.dumps(vocab))
+    tok = MarianTokenizer(
+        source_spm=str(hf_dir / "source.spm"),
+        target_spm=str(hf_dir / "target.spm"),
+        vocab=str(hf_dir / "vocab.json"),
+    )
+    config = MarianConfig(
+        vocab_size=len(vocab),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=64,
+        pad_token_id=vocab["<pad>"],
+        eos_token_id=0,
+        decoder_start_token_id=vocab["<pad>"],
+        init_std=0.5,
+    )
+    model = MarianMTModel(config).eval()
+    model.save_pretrained(hf_dir)
+    tok.save_pretrained(hf_dir)
+    return model, tok
+
+
 def convert(family: str, hf_dir: Path, out_dir: Path) -> Path:
     """Convert hf_dir with CTranslate2's converter, copying the tokenizer files."""
     from ctranslate2.converters import TransformersConverter
@@ -165,8 +207,11 @@ def reference(family: str, model, tok, texts: list[str], src: str, tgt: str, ste
     import torch
 
     with torch.no_grad():
-        if family == "madlad":
-            enc = tok([f"<2{tgt}> {t}" for t in texts], return_tensors="pt", padding=True)
+        if family in ("madlad", "marian"):
+            given = [f"<2{tgt}> {t}" for t in texts] if family == "madlad" else texts
+            enc = tok(given, return_tensors="pt", padding=True)
+            # Marian forces </s> as its last token: one step more for as many words
+            steps += family == "marian"
             out = model.generate(**enc, num_beams=1, do_sample=False, max_new_tokens=steps)
         else:
             tok.src_lang = src

@@ -134,3 +134,12 @@ def test_a_manifest_overrides_what_detection_would_find(family_models, tmp_path)
     assert found["de-fr"].target_token == "fra_Latn" and found["de-fr"].max_input_tokens == 32
     engine = Engine(tmp_path / "root", compute_type="float32", max_decoding_length=STEPS)
     assert engine.model("de-fr").batcher.max_input_tokens == 32
+
+
+def test_an_opus_mt_pair_folder_gives_marians_reference_output(tmp_path):
+    hf_dir = tmp_path / "hf"
+    model, tok = build_hf("marian", hf_dir)
+    convert("marian", hf_dir, tmp_path / "root" / "de-en")  # --copy_files source.spm target.spm
+    engine = Engine(tmp_path / "root", compute_type="float32", max_decoding_length=STEPS)
+    expected = reference("marian", model, tok, TEXTS, "de", "en", STEPS)
+    assert engine.translate("de-en", TEXTS, split_sentences=False) == expected
