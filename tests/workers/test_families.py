@@ -143,3 +143,18 @@ def test_an_opus_mt_pair_folder_gives_marians_reference_output(tmp_path):
     engine = Engine(tmp_path / "root", compute_type="float32", max_decoding_length=STEPS)
     expected = reference("marian", model, tok, TEXTS, "de", "en", STEPS)
     assert engine.translate("de-en", TEXTS, split_sentences=False) == expected
+
+
+def test_a_model_that_would_stop_at_once_still_says_something(tmp_path):
+    import torch
+
+    hf_dir = tmp_path / "hf"
+    model, _tok = build_hf("marian", hf_dir)
+    with torch.no_grad():
+        model.final_logits_bias[0, model.config.eos_token_id] = 50.0  # </s> first, always
+    model.save_pretrained(hf_dir)
+    convert("marian", hf_dir, tmp_path / "root" / "de-en")
+    default = Engine(tmp_path / "root", compute_type="float32", max_decoding_length=STEPS)
+    assert all(default.translate("de-en", TEXTS))  # STAPEL_MIN_DECODING_LENGTH=1
+    empty = Engine(tmp_path / "root", compute_type="float32", min_decoding_length=0)
+    assert empty.translate("de-en", TEXTS) == ["", "", ""]
