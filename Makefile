@@ -5,7 +5,7 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control worker_callbacks beat flower autoscaler demo
 
-# `make chromium` installs the browser the Flower test drives (Debian, as root).
+# `make chromium` installs the browser the page and Flower tests drive (Debian, as root).
 .PHONY: chromium install install-train migrate run test lint lock bench bench-reuse bench-peer bench-model models clean
 
 $(VENV)/.installed: requirements.txt
@@ -53,8 +53,9 @@ lock: install-train
 	$(LOCK) -o requirements.lock requirements.txt
 	$(LOCK) -o requirements-gpu.lock requirements-gpu.txt
 
-# Then the API alone (bench/api.py, 32 connections; then paced at issue 20's rates, 500
-# POSTs/s and 3,000 status reads/s): it needs wrk (apt-get install wrk).
+# Stapel against CTranslate2 alone (bench/throughput.py), then the API alone (bench/api.py:
+# 32 connections as fast as it answers, then paced at 500 POSTs/s and 3,000 status
+# reads/s for the latency at those rates); the API part needs wrk (apt-get install wrk).
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
 	@if command -v wrk >/dev/null; then \
