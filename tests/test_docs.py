@@ -2,9 +2,10 @@
 
 Each check reads the Markdown as a reader would follow it: a relative link must reach a
 file (and a heading, when it names one), every docs page must be reachable from the
-index, each `make` target named must be in the Makefile, each curl call must reach a
-route of the app with its method, each `flask --app app` command must exist, each path
-in backticks must be in the repository, and every setting must be in the table.
+index by links, each `make` target named must be in the Makefile, each curl call must
+reach a route of the app with its method, each `flask --app app` command must exist,
+each path in backticks must be in the repository, and every setting must be in the
+configuration table.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 INDEX = ROOT / "docs" / "README.md"
 FRONT = [README, ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md"]
-PAGES = sorted((ROOT / "docs").glob("*.md"))
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
 ALL = FRONT + PAGES
 OWN = FRONT + [
     ROOT / "docs" / name
@@ -128,10 +129,18 @@ def test_every_relative_link_resolves(path):
     assert not broken, f"{path.relative_to(ROOT)}: " + "; ".join(broken)
 
 
-def test_every_docs_page_is_linked_from_the_index():
-    linked = {(INDEX.parent / t.partition("#")[0]).resolve() for t in links(INDEX)}
-    missing = [p.name for p in PAGES if p != INDEX and p.resolve() not in linked]
-    assert not missing, f"docs/README.md does not link {missing}"
+def test_every_docs_page_is_reachable_from_the_index():
+    seen, todo = {INDEX.resolve()}, [INDEX]
+    while todo:
+        page = todo.pop()
+        for target in links(page):
+            dest = (page.parent / target.partition("#")[0]).resolve()
+            inside = dest.suffix == ".md" and dest.is_relative_to(ROOT / "docs")
+            if inside and dest.exists() and dest not in seen:
+                seen.add(dest)
+                todo.append(dest)
+    missing = [str(p.relative_to(ROOT)) for p in PAGES if p.resolve() not in seen]
+    assert not missing, f"no path of links from docs/README.md reaches {missing}"
 
 
 def make_targets() -> set[str]:
