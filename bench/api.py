@@ -45,11 +45,10 @@ import requests
 from sqlalchemy import func, insert, select, update
 
 from bench.stack import ROOT, Stack, cpu_seconds
+from bench.stamp import run_path, write_run
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from stapel.tables import Job, new_id, utcnow
-
-RESULTS = ROOT / "bench" / "results"
 
 POST_LUA = """
 -- wrk runs one Lua state per thread, each with the same random seed: the thread's own
@@ -206,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--web-threads", type=int, default=None, help="threads per process (the Procfile's)"
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "api.json")
+    parser.add_argument("--out", type=Path, default=run_path("api"))
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         raise SystemExit("bench.api needs wrk: apt-get install wrk")
@@ -234,8 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         results["database"] = stack.env["DATABASE_URL"].split(":", 1)[0]
         results["history"] = args.history
         results["web"] = f"{workers} processes x {threads} threads"
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        write_run(args.out, results)
         print(json.dumps(results, indent=2))
     finally:
         stack.stop()
