@@ -17,7 +17,7 @@ queued: the bench marks the queued jobs finished every `--finish-every` seconds 
 the rows run (as workers keeping up would end them), so the tenant stays under the
 service's default jobs-in-flight quota (1,000, on) and every row starts with none in
 flight. `--finish-every 0` ends them only between rows, with the quota raised to
-10,000,000 (the bench before 2026-12-03: a row's jobs pile up).
+10,000,000 (a row's jobs then pile up, and the in-flight count reads them all).
 
 By default each connection sends its next request as soon as the last is answered (a
 closed loop: the rows measure the most the web takes, and the latency of a queue kept
@@ -53,7 +53,7 @@ from stapel.tables import Job, new_id, utcnow
 POST_LUA = """
 -- wrk runs one Lua state per thread, each with the same random seed: the thread's own
 -- number (set from setup) keeps their Idempotency-Keys apart, or half the POSTs would be
--- replays of the other thread's (the bench before 2026-12-04).
+-- replays of the other thread's, cheaper than a new job.
 local threads = 0
 setup = function(thread)
   threads = threads + 1

@@ -163,8 +163,8 @@ def naive_rate(path: Path, texts: list[str], args) -> float:
 
 
 def progress(what: str, values: list[float]) -> None:
-    """Print a figure as soon as it is measured: a run cut off by a time limit (a lent
-    GPU's) still reports what it reached."""
+    """Print a figure as soon as it is measured: a run cut off by a time limit (a GPU
+    machine held for minutes) still reports what it reached."""
     print(f"  {what}: " + ", ".join(f"{v:.1f}" for v in values), flush=True)
 
 
