@@ -38,7 +38,7 @@ from workers.command import worker_command
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 CUT_S = 30.0
-"""How long a link stays cut (the issue's scenario)."""
+"""How long a link stays cut: longer than the heartbeat's staleness, so the watchdog acts."""
 REPORT = Path(
     os.environ.get("STAPEL_CLUSTER_REPORT")
     or Path(__file__).resolve().parents[2] / "var" / "cluster-report.json"
