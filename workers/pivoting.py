@@ -47,7 +47,9 @@ class PivotSubmission:
 
     def __iter__(self) -> Iterator[list[tuple[int, Result]]]:
         for part in self.first:
-            failed = [(i, r) for i, r in part if isinstance(r, SegmentError)]
+            failed: list[tuple[int, Result]] = [
+                (i, r) for i, r in part if isinstance(r, SegmentError)
+            ]
             texts = [(i, r) for i, r in part if isinstance(r, str)]
             if texts:
                 self._legs.append(self.second(texts))

@@ -117,7 +117,6 @@ def test_one_model_counts_once_and_each_pair_has_its_own_fingerprint(family_mode
     assert engine.model("de-fr") is engine.model("en-de")  # never a second copy
 
 
-
 def test_a_manifest_overrides_what_detection_would_find(family_models, tmp_path):
     root, _ = family_models
     folder = tmp_path / "root" / "renamed-model"
