@@ -163,7 +163,20 @@ def multilingual(root: Path) -> dict[str, Multilingual]:
     return found
 
 
+_made_routes: dict[Path, tuple[Multilingual, dict[str, ModelDir]]] = {}
+
+
 def _routes(model: Multilingual) -> dict[str, ModelDir]:
+    """Every ordered pair of the model's languages (made again only when detection
+    found the folder changed: NLLB-200 has 40,602)."""
+    cached = _made_routes.get(model.path)
+    if cached is None or cached[0] is not model:
+        cached = (model, _make_routes(model))
+        _made_routes[model.path] = cached
+    return cached[1]
+
+
+def _make_routes(model: Multilingual) -> dict[str, ModelDir]:
     return {
         f"{src}-{tgt}": ModelDir(
             src,

@@ -113,8 +113,36 @@ def _languages(family: str, manifest: dict, vocab: list[str]) -> dict[str, str]:
     return {codes[short]: token for token, short in keyed.items()}
 
 
+_detected: dict[Path, tuple[tuple, Multilingual | FamilyError]] = {}
+
+
+def _signature(path: Path) -> tuple:
+    """The folder's files with their sizes and mtimes: a change to any means look again."""
+    return tuple(
+        sorted((p.name, st.st_size, st.st_mtime_ns) for p in path.iterdir() if (st := p.stat()))
+    )
+
+
 def detect(path: Path) -> Multilingual:
-    """Return what the folder is, or raise FamilyError saying why it cannot be served."""
+    """Return what the folder is, or raise FamilyError saying why it cannot be served.
+
+    Remembered while the folder's files are unchanged: reading an NLLB vocabulary
+    (256,000 tokens) on every scan of the model root cost a web process ~0.2 s.
+    """
+    signature = _signature(path)
+    cached = _detected.get(path)
+    if cached is None or cached[0] != signature:
+        try:
+            cached = (signature, _detect(path))
+        except FamilyError as exc:
+            cached = (signature, exc)
+        _detected[path] = cached
+    if isinstance(cached[1], FamilyError):
+        raise cached[1]
+    return cached[1]
+
+
+def _detect(path: Path) -> Multilingual:
     manifest = _json(path / MANIFEST)
     if not (path / "model.bin").is_file():
         raise FamilyError("no model.bin")

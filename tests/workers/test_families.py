@@ -157,3 +157,14 @@ def test_a_model_that_would_stop_at_once_still_says_something(tmp_path):
     assert all(default.translate("de-en", TEXTS))  # STAPEL_MIN_DECODING_LENGTH=1
     empty = Engine(tmp_path / "root", compute_type="float32", min_decoding_length=0)
     assert empty.translate("de-en", TEXTS) == ["", "", ""]
+
+
+def test_a_changed_folder_is_detected_again(family_models, tmp_path):
+    root, _ = family_models
+    folder = tmp_path / "root" / "m"
+    folder.mkdir(parents=True)
+    for path in (root / "my-nllb-model").iterdir():
+        (folder / path.name).symlink_to(path)
+    assert "de-fr" in scan(tmp_path / "root")
+    (folder / "stapel.json").write_text('{"languages": {"de": "deu_Latn", "en": "eng_Latn"}}')
+    assert sorted(scan(tmp_path / "root")) == ["de-en", "en-de"]
