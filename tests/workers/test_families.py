@@ -168,3 +168,11 @@ def test_a_changed_folder_is_detected_again(family_models, tmp_path):
     assert "de-fr" in scan(tmp_path / "root")
     (folder / "stapel.json").write_text('{"languages": {"de": "deu_Latn", "en": "eng_Latn"}}')
     assert sorted(scan(tmp_path / "root")) == ["de-en", "en-de"]
+
+
+def test_inline_codes_come_back_through_a_multilingual_model(engine):
+    tagged = "\ufdd01\ufdd3das Haus\ufdd11\ufdd3 ist klein"
+    (out,) = engine.translate("de-fr", [tagged])
+    assert out.count("\ufdd01\ufdd3") == 1 and out.count("\ufdd11\ufdd3") == 1
+    plain = out.replace("\ufdd01\ufdd3", "").replace("\ufdd11\ufdd3", "")
+    assert plain.strip() == engine.translate("de-fr", ["das Haus ist klein"])[0].strip()
