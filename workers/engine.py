@@ -452,7 +452,8 @@ class Engine:
         tick_s: float | None = None,
         split_sentences: bool = True,
         known: Known | None = None,
-    ) -> Submission | markup.TaggedSubmission:
+        cache_under: Callable[[str], Known] | None = None,
+    ) -> Submission | markup.TaggedSubmission | PivotSubmission:
         """Return an iterable of lists of (index, translation), batch by batch.
 
         The model's batcher may merge these segments with other callers' into shared
@@ -461,24 +462,14 @@ class Engine:
         empty list comes every tick_s seconds that nothing arrives (for heartbeats).
         Segments with inline codes are translated without them and get them back by
         alignment (workers/markup.py); they skip `known` (Batcher.submit): no sentence of
-        theirs is looked up in memories or the cache.
+        theirs is looked up in memories or the cache. A pivot pair goes through its two
+        steps (workers/pivoting.py), each looked up with `cache_under(its fingerprint)`.
         """
         items = list(items)
         found = self.pairs().get(pair)
         if found is not None and found.family == "pivot":
-            first, second = legs(found)
-
-            def step(leg: str) -> Callable[[list[tuple[int, str]]], object]:
-                return lambda part: self.translate_batches(
-                    leg,
-                    part,
-                    priority=priority,
-                    job_id=job_id,
-                    tick_s=tick_s,
-                    split_sentences=split_sentences,
-                )
-
-            return PivotSubmission(step(first)(items), step(second), tick_s)  # type: ignore[return-value]
+            options = {"priority": priority, "job_id": job_id, "tick_s": tick_s}
+            return self._pivot(found, items, options, split_sentences, cache_under)
         model, codec = self._route(pair)
         if markup.has_codes(items):
             return markup.submit(
@@ -493,6 +484,25 @@ class Engine:
             split_sentences=split_sentences,
             known=known,
         )
+
+    def _pivot(
+        self,
+        found: ModelDir,
+        items: list[tuple[int, str]],
+        options: dict,
+        split_sentences: bool,
+        cache_under: Callable[[str], Known] | None,
+    ) -> PivotSubmission:
+        steps = legs(found)
+        fps = (self.fingerprint(steps[0]), self.fingerprint(steps[1]))
+
+        def step(n: int) -> Callable[[list[tuple[int, str]]], object]:
+            known = cache_under(fps[n]) if cache_under is not None else None
+            return lambda part: self.translate_batches(
+                steps[n], part, split_sentences=split_sentences, known=known, **options
+            )
+
+        return PivotSubmission(step(0)(items), step(1), options["tick_s"], fps)
 
     def translate(self, pair: str, texts: list[str], split_sentences: bool = True) -> list[Result]:
         """Translate texts and return them in the same order."""

@@ -43,6 +43,8 @@ from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, Origin, TaskOutcome
 from stapel.tables import Chunk
 from workers import markup
+from workers.batcher import Known
+from workers.pivoting import PivotSubmission
 from workers.runtime import WorkerState, state
 from workers.submission import Result, SegmentError, Submission
 from workers.unavailable import model_unavailable
@@ -201,6 +203,7 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
         tick_s=settings.heartbeat_s,
         split_sentences=claim.split_sentences,
         known=lookups.known if lookups.on else None,
+        cache_under=lookups.under if lookups.cache else None,
     )
     held: list[Written] = [(i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())]
     held += [(i, t, Origin.CACHE.value, fp) for i, t in sorted(whole.items())]
@@ -235,7 +238,7 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
 
 T = TypeVar("T")
 
-Batches = Submission | markup.TaggedSubmission
+Batches = Submission | markup.TaggedSubmission | PivotSubmission
 """What Engine.translate_batches returns: plain segments' or tagged segments' batches."""
 
 
@@ -345,14 +348,36 @@ class _Lookups:
         self.hits = sum(key in found for key, _ in pieces)
         return found
 
+    def under(self, fp: str) -> Known:
+        """The cache lookup of one step of a pivot pair, under its own model's fingerprint."""
+
+        def known(pieces: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+            session, keys = self.session, [key for key, _ in pieces]
+            cached = with_retry(
+                session, lambda: mtcache.lookup(session, self.scope, fp, keys, self.ttl_s)
+            )
+            session.commit()
+            metrics.observe_lookup("cache", len(cached), len(keys))
+            return {key: (target, Origin.CACHE.value) for key, target in cached.items()}
+
+        return known
+
     def learned(self, batches: Batches) -> Learned | None:
-        """The model's new piece translations since the last call, to store with a write."""
+        """The model's new piece translations since the last call, to store with a write
+        (a pivot pair's steps store theirs, each under its model, in their own commit)."""
         if not self.cache:
             return None
+        if isinstance(batches, PivotSubmission):
+            for fp, learned in batches.take_step_learned().items():
+                with_retry(self.session, partial(self._store, fp, learned))
         entries = batches.take_learned()
         entries.update(self._segments)
         self._segments = {}
         return Learned(self.scope, self.fp, entries) if entries else None
+
+    def _store(self, fp: str, entries: dict[str, str]) -> None:
+        mtcache.store(self.session, self.scope, fp, entries)
+        self.session.commit()
 
     def provenance(self, batches: Batches, texts: list[tuple[int, str]]) -> list[Written]:
         """Each translated segment with its origin and the fingerprint of a machine one

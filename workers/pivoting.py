@@ -3,7 +3,9 @@
 Each segment goes through the first step's batcher; as its translations arrive they are
 submitted to the second step's batcher at once, so both steps' batches run side by side
 and share batches with other work of their models. What the task iterates is the second
-step's output (a segment that failed in the first step fails as it did there).
+step's output (a segment that failed in the first step fails as it did there). Each
+step reads and fills the MT cache under its own model's fingerprint, so a pivot job and
+a direct job of one of its steps share entries (take_step_learned).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from collections.abc import Callable, Iterator
 
 from workers.submission import Result, SegmentError
 
+ORDER = ("mt", "cache", "memory")
+"""A segment's origin is the first of these that one of its steps had."""
+
 Leg = Callable[[list[tuple[int, str]]], object]
 """Submits (index, text) items to one step and returns its submission."""
 
@@ -19,12 +24,15 @@ Leg = Callable[[list[tuple[int, str]]], object]
 class PivotSubmission:
     """Iterates like a workers.submission.Submission over the two steps' results."""
 
-    def __init__(self, first, second: Leg, tick_s: float | None) -> None:
+    def __init__(self, first, second: Leg, tick_s: float | None, fps: tuple[str, str]) -> None:
         self.first = first
         self.second = second
         self.tick_s = tick_s
+        self.fps = fps
+        """The two steps' model fingerprints (their cache entries' keys)."""
         self.origins: dict[int, str] = {}
-        """Index -> "mt" for each segment translated (no step reads or fills the cache)."""
+        """Index -> "cache" or "mt" of each segment translated: mt if a step's model
+        translated a piece of it, cache if the cache answered both steps."""
         self._legs: list = []
         self._current = first
 
@@ -34,8 +42,16 @@ class PivotSubmission:
         return self._current.batcher
 
     def take_learned(self) -> dict[str, str]:
-        """Nothing per piece: a step's pieces would be keyed under the pivot pair."""
+        """Nothing under the pivot pair's fingerprint: each step keeps its own."""
         return {}
+
+    def take_step_learned(self) -> dict[str, dict[str, str]]:
+        """Return and forget each step's new piece translations, by its fingerprint."""
+        second: dict[str, str] = {}
+        for leg in self._legs:
+            second.update(leg.take_learned())
+        found = {self.fps[0]: self.first.take_learned(), self.fps[1]: second}
+        return {fp: entries for fp, entries in found.items() if entries}
 
     def withdraw(self) -> None:
         for leg in (self.first, *self._legs):
@@ -57,7 +73,8 @@ class PivotSubmission:
         for leg in self._legs:
             self._current = leg
             for part in leg:
-                for i, result in part:
-                    if isinstance(result, str):
-                        self.origins[i] = "mt"
+                for i, _result in part:
+                    steps = {self.first.origins.get(i), leg.origins.get(i)} - {None}
+                    if steps:
+                        self.origins[i] = next(o for o in ORDER if o in steps)
                 yield part

@@ -29,11 +29,9 @@ def expected(live_overrides):
     return engine.translate("en-fr", engine.translate("de-en", TEXTS))
 
 
-def test_v1_lists_and_translates_the_pivot_pair(live, live_key, expected):
-    auth = {"Authorization": f"Bearer {live_key}"}
-    listed = requests.get(f"{live}/v1/languages", headers=auth, timeout=10).json()
-    assert {"source": "de", "target": "fr", "pair": "de-fr", "via": "en"} in listed["pairs"]
-    body = {"source_lang": "de", "target_lang": "fr", "segments": TEXTS}
+def _job(live: str, auth: dict, pair: str, texts: list[str]) -> dict:
+    source, target = pair.split("-")
+    body = {"source_lang": source, "target_lang": target, "segments": texts}
     job = requests.post(f"{live}/v1/jobs", json=body, headers=auth, timeout=10).json()
 
     def finished():
@@ -42,9 +40,30 @@ def test_v1_lists_and_translates_the_pivot_pair(live, live_key, expected):
 
     assert wait_for(finished, timeout=90, what="the job")["status"] == "succeeded"
     result = requests.get(f"{live}{job['links']['result']}", headers=auth, timeout=10).json()
-    document = result["documents"][0]
+    return result["documents"][0]
+
+
+def test_v1_lists_and_translates_the_pivot_pair(live, live_key, expected):
+    auth = {"Authorization": f"Bearer {live_key}"}
+    listed = requests.get(f"{live}/v1/languages", headers=auth, timeout=10).json()
+    assert {"source": "de", "target": "fr", "pair": "de-fr", "via": "en"} in listed["pairs"]
+    document = _job(live, auth, "de-fr", TEXTS)
     assert document["segments"] == expected
     assert {p["pivot"] for p in document["provenance"]} == {"en"}
+
+
+def test_each_step_reads_and_fills_its_own_models_cache(live, live_key, live_overrides):
+    auth = {"Authorization": f"Bearer {live_key}"}
+    texts = ["fresh words here", "and one more line"]
+    english = _job(live, auth, "de-en", texts)  # the first step's model, directly
+    pivoted = _job(live, auth, "de-fr", texts)
+    assert {p["origin"] for p in pivoted["provenance"]} == {"mt"}  # the second step ran
+    french = _job(live, auth, "en-fr", english["segments"])  # what the second step stored
+    assert french["segments"] == pivoted["segments"]
+    assert {p["origin"] for p in french["provenance"]} == {"cache"}
+    again = _job(live, auth, "de-fr", texts)
+    assert again["segments"] == pivoted["segments"]
+    assert {p["origin"] for p in again["provenance"]} == {"cache"}  # both steps from cache
 
 
 def test_libretranslate_and_deepl_translate_through_english(live, live_key, expected):
