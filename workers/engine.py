@@ -23,11 +23,11 @@ import ctranslate2
 import sentencepiece as spm
 
 from stapel.exceptions import ModelUnavailable
-from stapel.model_dirs import ModelDir, ModelFileError, limits, problems
+from stapel.model_bin import ModelFileError, limits
+from stapel.model_dirs import ModelDir, problems
 from stapel.model_families import FamilyError, detect
-from stapel.mtcache import fingerprint
 from stapel.pivot import legs, served
-from workers import families, markup
+from workers import families, markup, pivoting
 from workers.batcher import Batcher, Known
 from workers.pivoting import PivotSubmission
 from workers.submission import Result, Submission
@@ -68,23 +68,6 @@ class LoadedModel:
             )
             self.codecs[found.pair] = made
         return made
-
-
-def _fingerprint(found: ModelDir, options: dict) -> str:
-    """The model's fingerprint; an Argos package's covers its metadata and tokenizer too."""
-    if found.family != "argos":
-        return fingerprint(found.path, options)
-    return fingerprint(found.model_path, {**options, "package": fingerprint(found.path, {})})
-
-
-def pair_fingerprint(model_fp: str, found: ModelDir) -> str:
-    """Return what keys a pair's cache entries: a pair directory's model fingerprint, or
-    for a multilingual model its fingerprint with the two languages (one model, many
-    targets: one target's translation must never answer another)."""
-    if found.family == "pair":
-        return model_fp
-    digest = hashlib.sha256(f"{model_fp}\x1e{found.source}\x1e{found.target}".encode())
-    return digest.hexdigest()[:16]
 
 
 def source_suffix(path: Path) -> tuple[str, ...]:
@@ -407,7 +390,7 @@ class Engine:
             translator,
             source,
             target,
-            fingerprint=_fingerprint(found, output_options),
+            fingerprint=families.model_fingerprint(found, output_options),
             budget=self.batch_tokens,
             memory_tokens=self.batch_memory_tokens,
             wait_s=self.batch_wait_s,
@@ -440,7 +423,7 @@ class Engine:
             return hashlib.sha256(steps.encode()).hexdigest()[:16]
         model = self.model(pair)
         fp = model.batcher.fingerprint
-        return pair_fingerprint(fp, found) if found is not None else fp
+        return families.pair_fingerprint(fp, found) if found is not None else fp
 
     def translate_batches(
         self,
@@ -469,7 +452,7 @@ class Engine:
         found = self.pairs().get(pair)
         if found is not None and found.family == "pivot":
             options = {"priority": priority, "job_id": job_id, "tick_s": tick_s}
-            return self._pivot(found, items, options, split_sentences, cache_under)
+            return pivoting.submit(self, found, items, options, split_sentences, cache_under)
         model, codec = self._route(pair)
         if markup.has_codes(items):
             return markup.submit(
@@ -484,25 +467,6 @@ class Engine:
             split_sentences=split_sentences,
             known=known,
         )
-
-    def _pivot(
-        self,
-        found: ModelDir,
-        items: list[tuple[int, str]],
-        options: dict,
-        split_sentences: bool,
-        cache_under: Callable[[str], Known] | None,
-    ) -> PivotSubmission:
-        steps = legs(found)
-        fps = (self.fingerprint(steps[0]), self.fingerprint(steps[1]))
-
-        def step(n: int) -> Callable[[list[tuple[int, str]]], object]:
-            known = cache_under(fps[n]) if cache_under is not None else None
-            return lambda part: self.translate_batches(
-                steps[n], part, split_sentences=split_sentences, known=known, **options
-            )
-
-        return PivotSubmission(step(0)(items), step(1), options["tick_s"], fps)
 
     def translate(self, pair: str, texts: list[str], split_sentences: bool = True) -> list[Result]:
         """Translate texts and return them in the same order."""

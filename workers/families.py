@@ -8,10 +8,15 @@ the hypothesis; MADLAD writes `<2xx> ` before the text. Tokens the family's toke
 treats as special (language tokens, `<unk>`, ...) are dropped from outputs, as Hugging
 Face's `decode(skip_special_tokens=True)` drops them. A `▁` left by a piece the target
 SentencePiece model lacks becomes a space, as MarianTokenizer and Argos do.
+
+The cache and in-flight dedup key each pair apart: a multilingual model's pairs get
+fingerprints of their own (pair_fingerprint), and a piece's key holds its target prefix
+(Codec.keyed).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +26,7 @@ from typing import Any
 import sentencepiece as spm
 
 from stapel.model_dirs import ModelDir
+from stapel.mtcache import fingerprint
 
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "mask_token")
 DEFAULT_SPECIALS = frozenset({"<s>", "</s>", "<pad>", "<unk>", "<mask>"})
@@ -158,3 +164,20 @@ def codec(
         prefix=(found.target_token,),
         specials=skip,
     )
+
+
+def model_fingerprint(found: ModelDir, options: dict) -> str:
+    """The model's fingerprint; an Argos package's covers its metadata and tokenizer too."""
+    if found.family != "argos":
+        return fingerprint(found.path, options)
+    return fingerprint(found.model_path, {**options, "package": fingerprint(found.path, {})})
+
+
+def pair_fingerprint(model_fp: str, found: ModelDir) -> str:
+    """Return what keys a pair's cache entries: a pair directory's model fingerprint, or
+    for a multilingual model its fingerprint with the two languages (one model, many
+    targets: one target's translation must never answer another)."""
+    if found.family == "pair":
+        return model_fp
+    digest = hashlib.sha256(f"{model_fp}\x1e{found.source}\x1e{found.target}".encode())
+    return digest.hexdigest()[:16]

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from stapel.model_dirs import ModelDir
+from stapel.pivot import legs
+from workers.batcher import Known
 from workers.submission import Result, SegmentError
 
 ORDER = ("mt", "cache", "memory")
@@ -78,3 +81,25 @@ class PivotSubmission:
                     if steps:
                         self.origins[i] = next(o for o in ORDER if o in steps)
                 yield part
+
+
+def submit(
+    engine,
+    found: ModelDir,
+    items: list[tuple[int, str]],
+    options: dict,
+    split_sentences: bool,
+    cache_under: Callable[[str], Known] | None,
+) -> PivotSubmission:
+    """Submit items to a pivot pair's first step; each part that comes back goes on to
+    the second (workers.engine.Engine.translate_batches does both)."""
+    steps = legs(found)
+    fps = (engine.fingerprint(steps[0]), engine.fingerprint(steps[1]))
+
+    def step(n: int) -> Leg:
+        known = cache_under(fps[n]) if cache_under is not None else None
+        return lambda part: engine.translate_batches(
+            steps[n], part, split_sentences=split_sentences, known=known, **options
+        )
+
+    return PivotSubmission(step(0)(items), step(1), options["tick_s"], fps)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from stapel import segmentation as seg
-from stapel.model_dirs import DEFAULT_INPUT_TOKENS, limits, problems
+from stapel.model_bin import DEFAULT_INPUT_TOKENS, limits
+from stapel.model_dirs import problems
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 
