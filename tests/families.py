@@ -216,6 +216,7 @@ def reference(family: str, model, tok, texts: list[str], src: str, tgt: str, ste
         else:
             tok.src_lang = src
             enc = tok(texts, return_tensors="pt", padding=True)
+            steps += 1  # the forced language token counts among the new tokens
             out = model.generate(
                 **enc,
                 forced_bos_token_id=tok.convert_tokens_to_ids(

@@ -378,8 +378,10 @@ class Engine:
         prefixed = found.family in ("nllb", "m2m100") or (
             found.family == "argos" and found.target_token
         )
-        if prefixed and options["min_decoding_length"]:  # the prefix counts: no empty output
-            options["min_decoding_length"] += 1
+        if prefixed:  # CTranslate2 counts the target prefix in both decoding lengths
+            options["max_decoding_length"] += 1
+            if options["min_decoding_length"]:
+                options["min_decoding_length"] += 1
         if found_limits.decoder_positions:  # longer outputs raise instead of stopping
             options["max_decoding_length"] = min(
                 options["max_decoding_length"], found_limits.decoder_positions

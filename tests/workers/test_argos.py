@@ -69,3 +69,26 @@ def test_a_package_without_its_tokenizer_is_named_in_problems(packages, tmp_path
     (root / "broken-pkg" / "sentencepiece.model").unlink()
     assert "no sentencepiece.model" in problems(root)["broken-pkg"]
     assert scan(root) == {}
+
+
+def test_a_target_prefix_is_given_and_cut(packages, tmp_path):
+    import ctranslate2
+    import sentencepiece as spm
+
+    root = tmp_path / "root"
+    package = shutil.copytree(packages / "translate-de_en-1_0", root / "translate-de_en-1_0")
+    sp = spm.SentencePieceProcessor(model_file=str(package / "sentencepiece.model"))
+    prefix = sp.id_to_piece(10)
+    meta = json.loads((package / "metadata.json").read_text())
+    (package / "metadata.json").write_text(json.dumps({**meta, "target_prefix": prefix}))
+    engine = Engine(root, compute_type="float32", threads=1, max_decoding_length=16)
+    translator = ctranslate2.Translator(str(package / "model"), compute_type="float32")
+    raw = translator.translate_batch(
+        sp.encode(TEXTS, out_type=str),
+        target_prefix=[[prefix]] * len(TEXTS),
+        max_decoding_length=17,  # 16 tokens after the prefix
+        min_decoding_length=2,
+        beam_size=1,
+    )
+    expected = [sp.decode(r.hypotheses[0][1:]).replace("\u2581", " ") for r in raw]
+    assert engine.translate("de-en", TEXTS) == [t[1:] if t.startswith(" ") else t for t in expected]
