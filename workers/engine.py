@@ -357,8 +357,9 @@ class Engine:
             intra_threads=self.intra_threads,
         )
         log.info(
-            "model loaded model=%s family=%s device=%s compute_type=%s parallel_batches=%d "
-            "threads_per_batch=%d",
+            "model loaded pair=%s model=%s family=%s device=%s compute_type=%s "
+            "parallel_batches=%d threads_per_batch=%d",
+            found.pair,
             found.model,
             found.family,
             self.device,
