@@ -123,11 +123,11 @@ class Settings:
     max_input_tokens: int = setting("STAPEL_MAX_INPUT_TOKENS", 0)
     min_decoding_length: int = setting("STAPEL_MIN_DECODING_LENGTH", 1)
     beam_size: int = setting("STAPEL_BEAM_SIZE", 1)
-    # Argos packages decode as Argos does with STAPEL_ARGOS_BEAM_SIZE=4 and
-    # STAPEL_ARGOS_LENGTH_PENALTY=0.2 (0: STAPEL_BEAM_SIZE; 1.0: no penalty).
     # A pair no model serves is translated through this language (stapel/pivot.py;
     # "" turns pivoting off).
     pivot: str = setting("STAPEL_PIVOT", "en")
+    # Argos packages decode as Argos does with STAPEL_ARGOS_BEAM_SIZE=4 and
+    # STAPEL_ARGOS_LENGTH_PENALTY=0.2 (0: STAPEL_BEAM_SIZE; 1.0: no penalty).
     argos_beam_size: int = setting("STAPEL_ARGOS_BEAM_SIZE", 0)
     argos_length_penalty: float = setting("STAPEL_ARGOS_LENGTH_PENALTY", 1.0)
     heartbeat_s: float = setting("STAPEL_HEARTBEAT_S", 10.0)
