@@ -32,7 +32,7 @@ run: export STAPEL_LOG_DIR ?= $(CURDIR)/var/log
 
 run: migrate
 	$(BIN)/python -m stapel.embedded_redis ensure
-	$(BIN)/honcho start $(PROCESSES)
+	$(BIN)/python -m stapel.supervisor $(PROCESSES)
 
 test: install-train lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
