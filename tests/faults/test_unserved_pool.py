@@ -23,9 +23,7 @@ def unserved(stack) -> dict[str, float]:
     }
 
 
-def test_queued_work_without_a_consumer_is_reported_until_one_starts(
-    make_stack, reference, report
-):
+def test_queued_work_without_a_consumer_is_reported_until_one_starts(make_stack, reference, report):
     """Only a control worker runs (as after the cpu worker died): the cpu job waits; the
     watchdog writes a warning per pass naming the pool, /metrics shows the chunks; once a
     cpu worker starts the job succeeds and the gauge is 0 again."""
