@@ -13,7 +13,10 @@ key is needed to do it). `BodyGuard` reads a request's body before the app sees 
   freed with a 408 (granian sends it once the body's read ends: a client still trickling
   its body sees it when it stops);
 - at most `STAPEL_BODY_READS_PER_ADDRESS` at once from one client address (a read past
-  its deadline still counts until it ends): more are answered 429 at once, unread.
+  its deadline still counts until it ends): one more waits SLOT_WAIT_S for a place,
+  then is answered 429, unread. (A read takes its place before it starts: four reads
+  blocked in granian's input at once, from threads of the pool, stalled a one-process
+  server of four app threads altogether, bodyless requests included.)
 A request the app will refuse for its length anyway (over STAPEL_MAX_BODY_BYTES) goes
 straight to it (413, unread). The app thread waits for its own body only, and a client
 address can keep at most that many threads waiting, each for a bounded time.
@@ -36,6 +39,8 @@ READERS = 32
 SPOOL_BYTES = 1024 * 1024
 """A body up to this size is kept in memory, a longer one in a temporary file."""
 READ_BYTES = 64 * 1024
+SLOT_WAIT_S = 0.05
+"""How long a body from an address at its cap waits for one of its reads to end."""
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict, StartResponse], Iterable[bytes]]
@@ -90,7 +95,7 @@ class BodyGuard:
         self.readers = readers
         self._pool = ThreadPoolExecutor(readers, thread_name_prefix="body")
         self._reading: Counter[str] = Counter()
-        self._lock = threading.Lock()
+        self._freed = threading.Condition()
 
     def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
@@ -120,9 +125,15 @@ class BodyGuard:
         return self.app(environ, start_response)
 
     def _take(self, address: str) -> tuple[str, str, str, int] | None:
-        """Count a read for address, or say why it is refused."""
-        with self._lock:
-            if self._reading[address] >= self.per_address:
+        """Count a read for address, or say why it is refused.
+
+        An address at its cap waits up to SLOT_WAIT_S for one of its reads to end: a
+        batch client's concurrent small bodies each take microseconds, a slow one holds
+        its place.
+        """
+        with self._freed:
+            has_room = lambda: self._reading[address] < self.per_address  # noqa: E731
+            if not self._freed.wait_for(has_room, SLOT_WAIT_S):
                 return (
                     "429 Too Many Requests",
                     "too_many_uploads",
@@ -135,7 +146,8 @@ class BodyGuard:
         return None
 
     def _give_back(self, address: str) -> None:
-        with self._lock:
+        with self._freed:
             self._reading[address] -= 1
             if self._reading[address] <= 0:
                 del self._reading[address]
+            self._freed.notify_all()

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -101,3 +102,23 @@ def test_slow_bodies_without_a_key_do_not_stall_other_tenants(web):
     assert refused == SLOW - 2, "two bodies read at once from one address, the rest refused"
     for sock in slow:
         sock.close()
+
+
+def test_a_batch_clients_concurrent_bodies_are_not_refused(web):
+    """16 submissions at once from one address, each body sent whole: all accepted."""
+    port, key = web
+    body = json.dumps({"source_lang": "en", "target_lang": "de", "segments": ["Hello."]})
+
+    def submit(_n: int) -> int:
+        head = (
+            f"POST /v1/jobs HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n{body}"
+        )
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+            sock.sendall(head.encode())
+            return int(sock.recv(65536).split(b" ", 2)[1])
+
+    with ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(submit, range(16)))
+    assert statuses == [202] * 16
