@@ -6,8 +6,8 @@ A process that exits with an error or a signal is started again after a pause th
 doubles up to BACKOFF_MAX_S (reset once it ran STEADY_S); one that fails MAX_QUICK_FAILS
 times in a row within STEADY_S of starting is left stopped, and the supervisor says so.
 A process that exits with 0 finished its work and is not started again. Nothing that one
-process does stops the others (honcho, which ran `make run` before, stopped every
-process when one exited). SIGINT or SIGTERM stops them all: SIGTERM to each group, then
+process does stops the others (honcho, the usual Procfile runner, stops every process
+when one exits). SIGINT or SIGTERM stops them all: SIGTERM to each group, then
 SIGKILL after STOP_GRACE_S.
 """
 
