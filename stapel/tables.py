@@ -348,5 +348,8 @@ class UsageDay(Base):
         ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
     )
     day: Mapped[date] = mapped_column(Date, primary_key=True)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True)
+    """One of stapel.ledger.SLOTS rows of the tenant's day, so concurrent writers seldom
+    wait for each other's lock."""
     segments: Mapped[int] = mapped_column(BigInteger, default=0)
     characters: Mapped[int] = mapped_column(BigInteger, default=0)

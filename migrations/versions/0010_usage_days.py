@@ -26,6 +26,7 @@ def upgrade() -> None:
             primary_key=True,
         ),
         sa.Column("day", sa.Date(), primary_key=True),
+        sa.Column("slot", sa.Integer(), primary_key=True),
         sa.Column("segments", sa.BigInteger(), nullable=False),
         sa.Column("characters", sa.BigInteger(), nullable=False),
     )
