@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> None:
 
         def grouped() -> None:
             for target in targets:
-                translator.translate_batch(source, target_prefix=[[target]] * len(source), **options)
+                translator.translate_batch(
+                    source, target_prefix=[[target]] * len(source), **options
+                )
 
         mixed(), grouped()  # warm up
         times: dict[str, list[float]] = {"mixed": [], "grouped": []}
@@ -107,8 +109,11 @@ def main(argv: list[str] | None = None) -> None:
         f"rows_per_target={args.rows} length={args.length} repeats={args.repeats}"
     )
     for name, value in medians.items():
-        print(f"{name:8s} median {value * 1000:.1f} ms  (all: "
-              + ", ".join(f"{v * 1000:.0f}" for v in times[name]) + ")")
+        print(
+            f"{name:8s} median {value * 1000:.1f} ms  (all: "
+            + ", ".join(f"{v * 1000:.0f}" for v in times[name])
+            + ")"
+        )
     print(f"grouped / mixed = {medians['grouped'] / medians['mixed']:.2f}")
 
 

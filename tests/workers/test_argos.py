@@ -31,6 +31,7 @@ def packages(tmp_path_factory):
     return root
 
 
+@pytest.mark.process  # argostranslate runs in a Python child (its settings come from env)
 def test_an_installed_package_gives_argos_own_output(packages, tmp_path):
     expected = argos_reference(packages, tmp_path, TEXTS, "de", "en")
     engine = Engine(packages, compute_type="float32", threads=1, family_options={"argos": ARGOS})
