@@ -43,9 +43,22 @@ def route(pool: str, pair: str, segments: int, room: Mapping[str, int]) -> str:
 
     `room` is model queue -> free segments of its roomiest live worker
     (stapel.presence.model_room); a hand-back passes none and goes to the pool queue.
+    A pair no worker holds a pair model for goes to the queue of a loaded multilingual
+    model that has both its languages, while that has room.
     """
+    need = max(segments, 1)
     queue = model_queue(pool, pair)
-    return queue if queue in room and room[queue] >= max(segments, 1) else pool
+    if queue in room:
+        return queue if room[queue] >= need else pool
+    source, _, target = pair.partition("-")
+    for alias, codes in getattr(room, "languages", {}).items():
+        if (
+            alias.startswith(f"{pool}.")
+            and {source, target} <= codes
+            and room.get(alias, 0) >= need
+        ):
+            return alias
+    return pool
 
 
 def messages(
@@ -90,7 +103,8 @@ def _routed(
     chunks: Iterable[tuple[str, str, str, int, str, int]], room: Mapping[str, int]
 ) -> list[ChunkMessage]:
     """Route (chunk id, job id, pool, priority, pair, segments) rows, spending room in order."""
-    left = dict(room)  # what this batch's earlier chunks have not taken yet
+    # what this batch's earlier chunks have not taken yet
+    left = Room(room, languages=getattr(room, "languages", None))
     found = []
     for chunk_id, job_id, pool, priority, pair, size in chunks:
         queue = route(pool, pair, size, left)

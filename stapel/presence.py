@@ -86,12 +86,20 @@ class Room(dict[str, int]):
     `fingerprints` is model queue -> the model fingerprint (stapel.mtcache) that every
     live worker holding the queue's pair shares; a queue whose workers disagree (a model
     update rolling out) or do not say (an older worker) has none. A plain mapping (a
-    hand-back's `{}`) stands for a room without fingerprints.
+    hand-back's `{}`) stands for a room without fingerprints. `languages` is model queue
+    -> the languages of the multilingual model it is named after (a worker holding
+    NLLB-200 consumes `cpu.<its folder>`, which serves every pair of those languages).
     """
 
-    def __init__(self, room=(), fingerprints: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        room=(),
+        fingerprints: dict[str, str] | None = None,
+        languages: dict[str, frozenset[str]] | None = None,
+    ) -> None:
         super().__init__(room)
         self.fingerprints = fingerprints or {}
+        self.languages = languages or {}
 
 
 def agreed_fingerprint(room: Mapping[str, int], queue: str) -> str | None:
@@ -114,17 +122,20 @@ def model_room(records: dict[str, dict]) -> Room:
     with the fingerprint they agree on per queue (Room.fingerprints)."""
     room: dict[str, int] = {}
     seen: dict[str, set[str | None]] = {}
+    languages: dict[str, frozenset[str]] = {}
     for record in records.values():
         pool = record.get("pool")
         if not pool:
             continue
+        for model, codes in (record.get("languages") or {}).items():
+            languages[model_queue(pool, model)] = frozenset(codes)
         fingerprints = record.get("fingerprints") or {}
         for pair in record.get("models") or []:
             queue = model_queue(pool, pair)
             room[queue] = max(room.get(queue, 0), free_segments(record))
             seen.setdefault(queue, set()).add(fingerprints.get(pair))
     agreed = {q: fp for q, fps in seen.items() if len(fps) == 1 and (fp := next(iter(fps)))}
-    return Room(room, agreed)
+    return Room(room, agreed, languages)
 
 
 def reserved_task_ids(records: dict[str, dict]) -> set[str]:

@@ -75,9 +75,13 @@ def test_two_targets_of_one_model_match_the_reference_and_never_share_cache(
         "en": reference("nllb", model, tok, TEXTS, "deu_Latn", "eng_Latn", STEPS),
     }
     assert expected["fr"] != expected["en"]
+    served = app.extensions["stapel"].served
     with ServerThread(app) as server:
         first = {t: _translate(server.url, auth, t) for t in ("fr", "en")}
+        # the worker now says it holds the model: its pairs go to the model's own queue
+        wait_for(lambda: "cpu.nllb-200-tiny" in served.get().languages, what="presence")
         again = {t: _translate(server.url, auth, t) for t in ("fr", "en")}
+    assert "queue=cpu.nllb-200-tiny" in worker.log()
     for target in ("fr", "en"):
         assert first[target]["segments"] == expected[target], worker.log()
         assert again[target]["segments"] == expected[target]

@@ -236,3 +236,21 @@ def test_a_second_worker_beside_a_warm_full_one_takes_work(
     finally:
         new.stop()
         warm.stop()
+
+
+def test_a_pair_of_a_loaded_multilingual_model_goes_to_its_model_queue():
+    records = {
+        "cpu-1@a": {
+            "pool": "cpu",
+            "models": ["en-de", "nllb-200"],
+            "languages": {"nllb-200": ["de", "en", "fr"]},
+            "budget": 4000,
+        },
+        "gpu-1@b": {"pool": "gpu", "models": [], "budget": 4000},
+    }
+    room = model_room(records)
+    assert route("cpu", "de-fr", 10, room) == "cpu.nllb-200"
+    assert route("cpu", "en-de", 10, room) == "cpu.en-de"  # its pair model first
+    assert route("cpu", "de-ja", 10, room) == "cpu"  # a language it lacks
+    assert route("gpu", "de-fr", 10, room) == "gpu"  # another pool's worker
+    assert route("cpu", "de-fr", 4001, room) == "cpu"  # no room left there

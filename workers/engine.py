@@ -34,6 +34,9 @@ from workers.submission import Result, Submission
 
 log = logging.getLogger(__name__)
 
+MULTILINGUAL = ("nllb", "m2m100", "madlad")
+"""The families whose one model serves many pairs (stapel.model_families)."""
+
 BROKEN_RETRY_S = 60.0
 """How long a pair whose model failed to load is refused before it is tried again (a
 model directory may be repaired or synced meanwhile)."""
@@ -56,6 +59,8 @@ class LoadedModel:
     """Made on first use for segments with inline codes (workers/markup.py)."""
     languages: list[str] = field(default_factory=list)
     """A multilingual model's language tokens."""
+    codes: list[str] = field(default_factory=list)
+    """A multilingual model's languages by public code."""
     codecs: dict[str, families.Codec] = field(default_factory=dict)
     """Pair -> its codec, made on first use."""
 
@@ -207,6 +212,12 @@ class Engine:
         if found is not None and found.family == "pivot":
             return all(self.is_loaded(leg) for leg in legs(found))
         return found is not None and found.model in self._loaded
+
+    def loaded_languages(self) -> dict[str, list[str]]:
+        """Return model -> its languages' codes, for the multilingual models loaded now
+        (presence: chunks of their pairs are routed to their model queue)."""
+        with self._lock:
+            return {key: model.codes for key, model in self._loaded.items() if model.codes}
 
     def loaded_fingerprints(self) -> dict[str, str]:
         """Return pair -> model fingerprint of the pairs loaded now (for presence)."""
@@ -404,12 +415,16 @@ class Engine:
             max_input_tokens=self.max_input_tokens or found_limits.input_tokens,
             lang=found.source,
         )
-        languages = (
-            list(detect(found.path).languages.values())
-            if found.family in ("nllb", "m2m100", "madlad")
-            else []
+        offered = detect(found.path).languages if found.family in MULTILINGUAL else {}
+        return LoadedModel(
+            found.model,
+            translator,
+            source,
+            target,
+            batcher,
+            languages=list(offered.values()),
+            codes=sorted(offered),
         )
-        return LoadedModel(found.model, translator, source, target, batcher, languages=languages)
 
     def _route(self, pair: str) -> tuple[LoadedModel, families.Codec]:
         model = self.model(pair)

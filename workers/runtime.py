@@ -96,6 +96,7 @@ class WorkerState:
             "busy": self.busy,
             "models": self.engine.loaded_pairs() if pool else [],
             "fingerprints": self.engine.loaded_fingerprints() if pool else {},
+            "languages": self.engine.loaded_languages() if pool else {},
             "broken": self.engine.broken(),
             "budget": self.budget.limit if pool else 0,
             "held": self.budget.held,
