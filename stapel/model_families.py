@@ -28,6 +28,9 @@ from stapel.languages import public_codes
 
 MANIFEST = "stapel.json"
 
+MULTILINGUAL = ("nllb", "m2m100", "madlad")
+"""The families whose one model serves many pairs."""
+
 SPM_NAMES = ("sentencepiece.bpe.model", "spiece.model", "sentencepiece.model", "source.spm")
 """SentencePiece files the families ship, in the order they are looked for."""
 

@@ -68,6 +68,12 @@ def fingerprint(model_dir: Path, options: dict) -> str:
     return digest.hexdigest()[:16]
 
 
+def pair_fingerprint(model_fp: str, source: str, target: str) -> str:
+    """Return what keys one pair's entries of a multilingual model: its fingerprint with
+    the two languages (one model, many targets: one target never answers another)."""
+    return hashlib.sha256(f"{model_fp}\x1e{source}\x1e{target}".encode()).hexdigest()[:16]
+
+
 def scope(tenant_id: str, shared: bool) -> str:
     """Return the scope a tenant's entries live in."""
     return SHARED_SCOPE if shared else tenant_id

@@ -13,11 +13,12 @@ import redis
 from celery import Celery
 from sqlalchemy.orm import Session
 
-from stapel import jobs, memories, metrics, mtcache, quotas
+from stapel import jobs, memories, metrics, mtcache, pivot, quotas
 from stapel.broker import send_callback
 from stapel.dispatch import dispatch_stored
 from stapel.exceptions import StapelError
 from stapel.jobs import JobSpec
+from stapel.model_families import MULTILINGUAL
 from stapel.presence import Room, agreed_fingerprint, model_queue
 from stapel.settings import Settings
 from stapel.states import Origin
@@ -114,6 +115,15 @@ def submit(
     return Submitted(stored.job, True)
 
 
+def _multilingual_fp(served: Room, settings: Settings, pool: str, pair: str) -> str | None:
+    """The fingerprint of a multilingual model's pair, from the one its live workers share."""
+    found = pivot.served(settings.model_root, settings.pivot).get(pair)
+    if found is None or found.family not in MULTILINGUAL:
+        return None
+    model_fp = agreed_fingerprint(served, model_queue(pool, found.model))
+    return mtcache.pair_fingerprint(model_fp, found.source, found.target) if model_fp else None
+
+
 def cached_answer(
     session: Session, served: Room, settings: Settings, tenant_id: str, spec: JobSpec
 ) -> jobs.Answered | None:
@@ -135,7 +145,9 @@ def cached_answer(
         return None
     pair = f"{spec.source_lang}-{spec.target_lang}"
     pool = jobs.route_pool(total, settings.gpu_threshold)
-    fp = agreed_fingerprint(served, model_queue(pool, pair))
+    fp = agreed_fingerprint(served, model_queue(pool, pair)) or _multilingual_fp(
+        served, settings, pool, pair
+    )
     if fp is None:
         return None
     texts = [text for doc in spec.documents for text in doc.segments]

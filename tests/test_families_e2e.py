@@ -45,11 +45,11 @@ def worker(app, settings_overrides, tmp_path):
     proc.stop()
 
 
-def _translate(url: str, auth: dict, target: str) -> dict:
+def _translate(url: str, auth: dict, target: str, texts: list[str] = TEXTS) -> dict:
     body = {
         "source_lang": "de",
         "target_lang": target,
-        "documents": [{"segments": TEXTS}],
+        "documents": [{"segments": texts}],
         "split_sentences": False,
     }
     created = requests.post(f"{url}/v1/jobs", json=body, headers=auth, timeout=10)
@@ -63,7 +63,7 @@ def _translate(url: str, auth: dict, target: str) -> dict:
     done = wait_for(finished, timeout=90, what="the job to finish")
     assert done["status"] == "succeeded", done
     result = requests.get(f"{url}{job['links']['result']}", headers=auth, timeout=10)
-    return result.json()["documents"][0]
+    return {**result.json()["documents"][0], "at_submit": job["status"], "job": job["id"]}
 
 
 def test_two_targets_of_one_model_match_the_reference_and_never_share_cache(
@@ -81,10 +81,13 @@ def test_two_targets_of_one_model_match_the_reference_and_never_share_cache(
         # the worker now says it holds the model: its pairs go to the model's own queue
         wait_for(lambda: "cpu.nllb-200-tiny" in served.get().languages, what="presence")
         again = {t: _translate(server.url, auth, t) for t in ("fr", "en")}
-    assert "queue=cpu.nllb-200-tiny" in worker.log()
+        new = _translate(server.url, auth, "fr", ["ein neuer Satz"])
+    claimed = [line for line in worker.log().splitlines() if f"logid={new['job']}" in line]
+    assert any("queue=cpu.nllb-200-tiny" in line for line in claimed)  # the model's queue
     for target in ("fr", "en"):
         assert first[target]["segments"] == expected[target], worker.log()
         assert again[target]["segments"] == expected[target]
     assert {p["origin"] for p in again["en"]["provenance"]} == {"cache"}
+    assert again["en"]["at_submit"] == "succeeded"  # the web answered it under en's key
     models = {t: {p["model"] for p in first[t]["provenance"]} for t in ("fr", "en")}
     assert models["fr"].isdisjoint(models["en"])  # the pair is part of the cache's key

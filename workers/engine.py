@@ -25,7 +25,7 @@ import sentencepiece as spm
 from stapel.exceptions import ModelUnavailable
 from stapel.model_bin import ModelFileError, limits
 from stapel.model_dirs import ModelDir, problems
-from stapel.model_families import FamilyError, detect
+from stapel.model_families import MULTILINGUAL, FamilyError, detect
 from stapel.pivot import legs, served
 from workers import families, markup, pivoting
 from workers.batcher import Batcher, Known
@@ -33,9 +33,6 @@ from workers.pivoting import PivotSubmission
 from workers.submission import Result, Submission
 
 log = logging.getLogger(__name__)
-
-MULTILINGUAL = ("nllb", "m2m100", "madlad")
-"""The families whose one model serves many pairs (stapel.model_families)."""
 
 BROKEN_RETRY_S = 60.0
 """How long a pair whose model failed to load is refused before it is tried again (a

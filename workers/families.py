@@ -16,7 +16,6 @@ fingerprints of their own (pair_fingerprint), and a piece's key holds its target
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 
 import sentencepiece as spm
 
+from stapel import mtcache
 from stapel.model_dirs import ModelDir
 from stapel.mtcache import fingerprint
 
@@ -179,5 +179,4 @@ def pair_fingerprint(model_fp: str, found: ModelDir) -> str:
     targets: one target's translation must never answer another)."""
     if found.family == "pair":
         return model_fp
-    digest = hashlib.sha256(f"{model_fp}\x1e{found.source}\x1e{found.target}".encode())
-    return digest.hexdigest()[:16]
+    return mtcache.pair_fingerprint(model_fp, found.source, found.target)

@@ -149,3 +149,20 @@ def test_a_cached_answer_is_never_in_flight_but_counts_on_the_day(ext, tenants):
     assert (usage.segments_today, usage.jobs_in_flight) == (1 + 3, 1)
     with pytest.raises(quotas.QuotaExceeded, match="segments per day"):
         send(ext, acme, [*TEXTS, *TEXTS[:2]], settings=limited)  # 5 more than the 8
+
+
+@pytest.mark.slow
+def test_a_multilingual_models_pair_is_answered_under_its_own_fingerprint(
+    ext, tenants, tiny_nllb, tmp_path
+):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "nllb").symlink_to(tiny_nllb[0])
+    settings = ext.settings.replace(model_root=root)
+    room = Room({"cpu.nllb": 4000}, {"cpu.nllb": FP})  # its workers agree on the model
+    learn(ext, tenants[0], mtcache.pair_fingerprint(FP, "en", "fr"))  # another target's
+    job = send(ext, tenants[0], TEXTS, room, settings)
+    assert job.status == "queued"  # en-fr's entries never answer en-de
+    learn(ext, tenants[0], mtcache.pair_fingerprint(FP, "en", "de"))
+    job = send(ext, tenants[0], TEXTS, room, settings)
+    assert (job.status, job.segments_from_cache) == ("succeeded", 3)
