@@ -244,7 +244,7 @@ def _file(session, job: Job, document: str | None, headers: dict) -> Response:
     if document is None:
         rendered = results.files(session, job)
     else:
-        if not document.isdigit():
+        if not (document.isascii() and document.isdigit() and len(document) <= 9):
             raise ValidationError(
                 "document must be a document index (0, 1, ...)", code="invalid_format"
             )

@@ -18,6 +18,7 @@ from types import ModuleType
 from stapel.exceptions import TooLarge, ValidationError
 from stapel.formats import docx, html, po, srt, xliff
 from stapel.formats.base import FALSE_WORDS, OPTION_FIELDS, TRUE_WORDS, FormatError, Limits, Options
+from stapel.storable import unstorable
 
 __all__ = [
     "ACCEPTED",
@@ -155,6 +156,12 @@ def parse_document(
                 f"file {name!r}: segment {i} has {len(text)} characters; the limit is "
                 f"{limits.max_segment_chars}",
                 code="segment_too_long",
+            )
+        found = unstorable(text)
+        if found is not None:
+            raise ValidationError(
+                f"file {name!r}: segment {i} contains {found}; it cannot be stored",
+                code="invalid_text",
             )
     return ParsedDocument(name, fmt, segments, data, options)
 

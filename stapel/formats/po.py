@@ -11,6 +11,7 @@ unless the job turns it off. The file is written as polib writes it (docs/format
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,10 +39,32 @@ class Unit:
     texts: list[str]
 
 
+_GETTEXT = """ascii utf-8 iso-8859-1 iso-8859-2 iso-8859-3 iso-8859-4 iso-8859-5 iso-8859-6
+iso-8859-7 iso-8859-8 iso-8859-9 iso-8859-10 iso-8859-13 iso-8859-14 iso-8859-15 iso-8859-16
+koi8-r koi8-u koi8-t cp850 cp866 cp874 cp932 cp949 cp950 cp1250 cp1251 cp1252 cp1253 cp1254
+cp1255 cp1256 cp1257 cp1258 gb2312 gbk gb18030 big5 big5hkscs euc-jp euc-kr shift_jis johab
+tis-620"""
+GETTEXT_CHARSETS = frozenset(codecs.lookup(name).name for name in _GETTEXT.split())
+"""The charsets a PO header may name: GNU gettext's portable list, as Python spells them.
+Anything else (unicode_escape, punycode, idna ...) is a codec, not a text encoding: it
+can turn bytes into NULs or lone surrogates, or cost seconds of CPU per megabyte."""
+
+
 def _charset(data: bytes) -> str:
     match = CHARSET.search(data[:8192])
     name = match.group(1).decode("ascii", "replace") if match else "utf-8"
-    return "utf-8" if name.upper() == "CHARSET" else name
+    if name.upper() == "CHARSET":
+        return "utf-8"
+    try:
+        canonical = codecs.lookup(name).name
+    except LookupError:
+        canonical = ""
+    if canonical not in GETTEXT_CHARSETS:
+        raise FormatError(
+            f"the header's charset {name!r} is not a text encoding gettext supports (use UTF-8)",
+            code="invalid_encoding",
+        )
+    return canonical
 
 
 def _parse(data: bytes) -> tuple[polib.POFile, str]:
