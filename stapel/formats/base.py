@@ -7,6 +7,7 @@ import re
 import zipfile
 import zlib
 from dataclasses import dataclass
+from xml.parsers import expat
 
 from lxml import etree
 
@@ -81,20 +82,57 @@ def decode_utf8(data: bytes) -> str:
         ) from None
 
 
-_DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+class _RootReached(Exception):
+    """The prolog ended: every DOCTYPE the document may have was seen."""
+
+
+def _check_doctype(data: bytes) -> bool:
+    """Refuse a DOCTYPE that declares or names anything; return False if expat cannot read
+    the encoding (the caller then refuses any DOCTYPE).
+
+    expat reads the prolog as XML (a DOCTYPE inside a comment is a comment) and stops at
+    the root element, so the cost is the prolog's, however long. A bare `<!DOCTYPE name>`
+    passes: it declares nothing. An internal subset (entity, element or attribute
+    declarations) or an external DTD (SYSTEM or PUBLIC) is refused.
+    """
+    reader = expat.ParserCreate()
+
+    def doctype(name: str, system: str | None, public: str | None, subset: int) -> None:
+        if subset or system or public:
+            what = "an internal subset" if subset else "an external DTD"
+            at = data.rfind(b"<!DOCTYPE", 0, reader.CurrentByteIndex + 1)
+            line, column = position(data[: max(at, 0)].decode("utf-8", "replace"), max(at, 0))
+            raise FormatError(
+                f"a DOCTYPE with {what} (entity or DTD declarations) is not accepted; "
+                f"a bare <!DOCTYPE {name}> is",
+                line,
+                column,
+            )
+
+    def root(*_args: object) -> None:
+        raise _RootReached
+
+    reader.StartDoctypeDeclHandler = doctype
+    reader.StartElementHandler = root
+    try:
+        reader.Parse(data, True)
+    except _RootReached:
+        return True
+    except (expat.ExpatError, ValueError, LookupError):
+        return False  # malformed (lxml says where) or an encoding expat lacks
+    return True
 
 
 def parse_xml(data: bytes) -> etree._ElementTree:
     """Parse XML with no DTD, no entity expansion and no network: billion laughs and XXE fail.
 
-    A DOCTYPE is refused outright (none of the formats needs one); the parser would not
-    expand or fetch entities anyway (resolve_entities=False, no_network=True,
-    load_dtd=False) and keeps libxml2's limits on huge documents (huge_tree=False).
+    The whole prolog is read as XML (_check_doctype), so a DOCTYPE is judged wherever it
+    stands and whatever comes before it; the parser would not expand or fetch entities
+    anyway (resolve_entities=False, no_network=True, load_dtd=False) and keeps libxml2's
+    limits on huge documents (huge_tree=False). With nothing declared, a reference to
+    any entity but XML's five is malformed.
     """
-    match = _DOCTYPE.search(data[:65536])
-    if match is not None:
-        line, column = position(data[: match.start()].decode("utf-8", "replace"), match.start())
-        raise FormatError("a DOCTYPE (DTD or entity declarations) is not accepted", line, column)
+    checked = _check_doctype(data)
     parser = etree.XMLParser(
         resolve_entities=False,
         no_network=True,
@@ -109,7 +147,10 @@ def parse_xml(data: bytes) -> etree._ElementTree:
     except etree.XMLSyntaxError as exc:
         line, column = exc.position
         raise FormatError(f"malformed XML: {exc.msg}", line, column) from None
-    return root.getroottree()
+    tree = root.getroottree()
+    if not checked and tree.docinfo.doctype:
+        raise FormatError("a DOCTYPE is not accepted in this encoding (use UTF-8)", 1, 1)
+    return tree
 
 
 def xml_bytes(tree: etree._ElementTree, original: bytes) -> bytes:

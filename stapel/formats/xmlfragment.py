@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, parse_xml
+from stapel.formats.base import FormatError, parse_xml, position
 from stapel.formats.htmlruns import Piece, Run
 
 ROOT = "stapel-fragment"
@@ -34,6 +34,7 @@ ROOT = "stapel-fragment"
 TOKEN = re.compile(
     r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|</[^>]*>|<(?:[^>\"']|\"[^\"]*\"|'[^']*')*>", re.S
 )
+BARE_DOCTYPE = re.compile(r"<!DOCTYPE\s+[^\s\[\]<>\"']+\s*>", re.IGNORECASE)
 NAME = re.compile(r"</?\s*([^\s/>]+)")
 WORDS = re.compile(r"\w")
 
@@ -63,7 +64,7 @@ class Rules:
 
 def check(text: str) -> None:
     """Raise FormatError (with the text's line and column) unless text is well-formed."""
-    wrapped = f"<{ROOT}>{text}</{ROOT}>"
+    wrapped = f"<{ROOT}>{_without_doctype(text)}</{ROOT}>"
     try:
         parse_xml(wrapped.encode())
     except FormatError as exc:
@@ -74,6 +75,31 @@ def check(text: str) -> None:
         line = min(line, len(lines))
         column = max(1, min(column, len(lines[line - 1]) + 1))
         raise FormatError(_message(exc.message), line, column) from None
+
+
+def _without_doctype(text: str) -> str:
+    """The text with a bare DOCTYPE before its first element blanked (same offsets).
+
+    A text may open as a document does (`<!DOCTYPE html>`), which is not well-formed
+    inside the wrapping element; a bare one declares nothing and stays a standalone code.
+    One with declarations or an external DTD is refused, as in a document.
+    """
+    for match in TOKEN.finditer(text):
+        raw = match.group(0)
+        if not raw.startswith("<!") and not raw.startswith("<?"):
+            break  # the first element: a DOCTYPE after it stays, and lxml refuses it
+        if raw[:9].upper() != "<!DOCTYPE":
+            continue
+        if not BARE_DOCTYPE.fullmatch(raw):
+            line, column = position(text, match.start())
+            raise FormatError(
+                "a DOCTYPE with declarations or an external DTD is not accepted; "
+                "a bare <!DOCTYPE name> is",
+                line,
+                column,
+            )
+        text = text[: match.start()] + " " * len(raw) + text[match.end() :]
+    return text
 
 
 def _message(message: str) -> str:
