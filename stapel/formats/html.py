@@ -98,10 +98,13 @@ def splice(
             _patched_tag(text, unit, inline.strip(target), tags)
         else:
             runs.append((unit, target))
-    edits = _edits(text, runs, tags)
-    for start, end, new in sorted(edits, reverse=True):
-        text = text[:start] + new + text[end:]
-    return text
+    out: list[str] = []
+    at = 0
+    for start, end, new in sorted(_edits(text, runs, tags)):  # one pass: linear in text
+        out += (text[at:start], new)
+        at = end
+    out.append(text[at:])
+    return "".join(out)
 
 
 def _edits(

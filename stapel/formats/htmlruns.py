@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from stapel.formats.base import FormatError
@@ -126,13 +127,20 @@ def _atomic(e: Event) -> bool:
 
 
 class _Walker:
-    """Finds the text runs and translatable attributes, checking that the markup nests."""
+    """Finds the text runs and translatable attributes, checking that the markup nests.
+
+    Linear in the events: a code's number is a count kept for the run, and an end tag
+    looks down the stack only when an element of its name is open (`open` counts them);
+    all it passes is then closed. docs/design/parsing.md has the figures.
+    """
 
     def __init__(self, text: str, events: list[Event], keep: frozenset[str] = frozenset()) -> None:
         self.text, self.events, self.keep = text, events, keep
         self.stack: list[Event] = []
+        self.open: Counter[str] = Counter()
         self.units: list[Unit] = []
         self.run = Run()
+        self.codes = 0
         self.opened: list[Piece] = []
 
     def walk(self) -> list[Unit]:
@@ -172,7 +180,7 @@ class _Walker:
             return j + 1
         self._attributes(e)
         if e.tag in INLINE and e.kind == "start":
-            self.stack.append(e)
+            self._push(e)
             self.opened.append(self._piece(e.start, e.end, "open"))
             self.opened[-1].tag = e.tag
         elif e.tag in POINTS or e.tag in INLINE:
@@ -181,8 +189,8 @@ class _Walker:
             self._end_run()
             if e.kind == "start" and e.tag not in VOID:
                 if e.tag in OPTIONAL_END and self.stack and self.stack[-1].tag == e.tag:
-                    self.stack.pop()
-                self.stack.append(e)
+                    self._pop()
+                self._push(e)
         return i + 1
 
     def _matching_end(self, i: int, e: Event) -> int:
@@ -197,10 +205,19 @@ class _Walker:
                 depth -= 1
         raise FormatError(f"<{e.tag}> is never closed", e.line, e.column)
 
+    def _push(self, e: Event) -> None:
+        self.stack.append(e)
+        self.open[e.tag] += 1
+
+    def _pop(self) -> None:
+        self.open[self.stack.pop().tag] -= 1
+
     def _end(self, e: Event) -> None:
-        found = next(
-            (k for k in range(len(self.stack) - 1, -1, -1) if self.stack[k].tag == e.tag), None
-        )
+        found = None
+        if self.open[e.tag]:
+            found = next(
+                k for k in range(len(self.stack) - 1, -1, -1) if self.stack[k].tag == e.tag
+            )
         if found is None:
             if e.tag in OPTIONAL_END or e.tag in VOID:
                 self._end_run()
@@ -214,7 +231,8 @@ class _Walker:
                     e.line,
                     e.column,
                 )
-        del self.stack[found:]
+        while len(self.stack) > found:
+            self._pop()
         if e.tag not in INLINE:
             self._end_run()
             return
@@ -225,8 +243,8 @@ class _Walker:
             self._piece(e.start, e.end, "close")
 
     def _piece(self, start: int, end: int, kind: str) -> Piece:
-        numbers = [p.number for p in self.run.pieces if p.kind != "text"]
-        piece = Piece(start, end, kind=kind, number=max(numbers, default=0) + 1)
+        self.codes += 1  # a close takes its opener's number: only new codes count
+        piece = Piece(start, end, kind=kind, number=self.codes)
         self.run.pieces.append(piece)
         return piece
 
@@ -236,7 +254,7 @@ class _Walker:
                 self.units.append(Attr(e.start, e.end, name, value))
 
     def _end_run(self) -> None:
-        run, self.run, self.opened = self.run, Run(), []
+        run, self.run, self.opened, self.codes = self.run, Run(), [], 0
         if any(p.kind == "text" and re.search(r"\w", p.text) for p in run.pieces):
             self.units.append(run)
 

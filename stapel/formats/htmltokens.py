@@ -71,7 +71,11 @@ class _Tokens(HTMLParser):
 def tokenize(text: str) -> list[Event]:
     """Return the events of text, each with its [start, end) offsets."""
     tokens = _Tokens(text)
-    tokens.feed(text)
+    try:
+        tokens.feed(text)
+    except AssertionError as exc:  # html.parser asserts on `<![` that opens no section
+        line, column = tokens.getpos()
+        raise FormatError(f"a declaration is not well-formed ({exc})", line, column + 1) from None
     if "<" in tokens.rawdata:  # a tag or comment the end of the file cut off
         at = len(text) - len(tokens.rawdata) + tokens.rawdata.index("<")
         line = text.count("\n", 0, at) + 1

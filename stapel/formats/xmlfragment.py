@@ -34,6 +34,8 @@ ROOT = "stapel-fragment"
 TOKEN = re.compile(
     r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|</[^>]*>|<(?:[^>\"']|\"[^\"]*\"|'[^']*')*>", re.S
 )
+PROLOG = re.compile(r"\s+|<!--.*?-->|<\?.*?\?>|<!DOCTYPE\b[^>]*>", re.S | re.I)
+"""What may stand before a text's first element: space, comments, PIs, a DOCTYPE."""
 BARE_DOCTYPE = re.compile(r"<!DOCTYPE\s+[^\s\[\]<>\"']+\s*>", re.IGNORECASE)
 NAME = re.compile(r"</?\s*([^\s/>]+)")
 WORDS = re.compile(r"\w")
@@ -84,22 +86,22 @@ def _without_doctype(text: str) -> str:
     inside the wrapping element; a bare one declares nothing and stays a standalone code.
     One with declarations or an external DTD is refused, as in a document.
     """
-    for match in TOKEN.finditer(text):
+    out, at = [], 0
+    while match := PROLOG.match(text, at):  # anchored: each item read once, linear
         raw = match.group(0)
-        if not raw.startswith("<!") and not raw.startswith("<?"):
-            break  # the first element: a DOCTYPE after it stays, and lxml refuses it
-        if raw[:9].upper() != "<!DOCTYPE":
-            continue
-        if not BARE_DOCTYPE.fullmatch(raw):
-            line, column = position(text, match.start())
-            raise FormatError(
-                "a DOCTYPE with declarations or an external DTD is not accepted; "
-                "a bare <!DOCTYPE name> is",
-                line,
-                column,
-            )
-        text = text[: match.start()] + " " * len(raw) + text[match.end() :]
-    return text
+        if raw[:9].upper() == "<!DOCTYPE":
+            if not BARE_DOCTYPE.fullmatch(raw):
+                line, column = position(text, match.start())
+                raise FormatError(
+                    "a DOCTYPE with declarations or an external DTD is not accepted; "
+                    "a bare <!DOCTYPE name> is",
+                    line,
+                    column,
+                )
+            raw = " " * len(raw)
+        out.append(raw)
+        at = match.end()
+    return "".join(out) + text[at:]
 
 
 def _message(message: str) -> str:
@@ -192,16 +194,17 @@ class _Runs:
         self.text = text
         self.runs: list[Run] = []
         self.run = Run()
+        self.codes = 0
         self.opened: list[Piece] = []
 
     def piece(self, start: int, end: int, kind: str) -> Piece:
-        numbers = [p.number for p in self.run.pieces if p.kind in ("open", "point")]
-        piece = Piece(start, end, kind=kind, number=max(numbers, default=0) + 1)
+        self.codes += 1  # a count, not a scan of the run: linear in the tags
+        piece = Piece(start, end, kind=kind, number=self.codes)
         self.run.pieces.append(piece)
         return piece
 
     def end_run(self) -> None:
-        run, self.run, self.opened = self.run, Run(), []
+        run, self.run, self.opened, self.codes = self.run, Run(), [], 0
         if any(p.kind == "text" and WORDS.search(p.text) for p in run.pieces):
             self.runs.append(run)
 
