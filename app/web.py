@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.parse_slots import ParseSlots
 from stapel.metrics import HTTP_REQUESTS
 from stapel.presence import ServedQueues
 from stapel.settings import Settings
@@ -33,6 +34,7 @@ class Stapel:
     redis: redis.Redis
     served: ServedQueues
     metrics: CollectorRegistry | None = None
+    parse_slots: ParseSlots = field(default_factory=lambda: ParseSlots(2, 1))
 
     def dispose(self) -> None:
         """Close the pools' connections (the reader's too, where it has its own)."""
