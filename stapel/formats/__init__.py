@@ -170,7 +170,7 @@ def _error(name: str, fmt: str, exc: FormatError) -> ValidationError | TooLarge:
     message = f"file {name!r} ({fmt}){exc.where()}: {exc.message}"
     if exc.code == "unsupported_file_type":
         message += f"; accepted: {ACCEPTED}"
-    if exc.code == "document_too_large":
+    if exc.code in ("document_too_large", "too_many_segments"):
         return TooLarge(message, code=exc.code)
     return ValidationError(message, code=exc.code)
 

@@ -124,8 +124,20 @@ def decode(text: str, placeholders: list[str]) -> str:
     return inline.ANY_MARK.sub("", inline.MARKER.sub(back, text))
 
 
+ENTRY = re.compile(rb"^[ \t]*(?:#~[ \t]*)?msgid[ \t]", re.MULTILINE)
+
+
 def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
-    """Return the texts to translate: each entry's msgid, and msgid_plural where it has one."""
+    """Return the texts to translate: each entry's msgid, and msgid_plural where it has one.
+
+    The entries are counted on the bytes before polib builds them (a built entry costs
+    about a hundred times its text): more than the segment limit is refused unread.
+    """
+    entries = sum(1 for _ in ENTRY.finditer(data))
+    if entries > limits.max_segments + 1:  # the header is an entry too
+        raise FormatError(
+            f"{entries} entries; the limit is {limits.max_segments}", code="too_many_segments"
+        )
     po, _ = _parse(data)
     return [encode(text)[0] for unit in units(po, options) for text in unit.texts]
 

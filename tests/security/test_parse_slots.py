@@ -22,13 +22,10 @@ BIG_HTML = b"<p>Hello world.</p>\n" * (FREE_BELOW_BYTES // 19 + 1)
 def test_slots_bound_the_process_and_each_tenant():
     slots = ParseSlots(total=2, per_tenant=1)
     with slots.hold("a"):
-        with pytest.raises(TooManyParses):
-            with slots.hold("a"):
-                pass
-        with slots.hold("b"):
-            with pytest.raises(Unavailable):
-                with slots.hold("c"):
-                    pass
+        with pytest.raises(TooManyParses), slots.hold("a"):
+            pass
+        with slots.hold("b"), pytest.raises(Unavailable), slots.hold("c"):
+            pass
         with slots.hold("c"):  # b's slot is free again
             pass
     assert not slots.held
