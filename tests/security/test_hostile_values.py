@@ -7,6 +7,7 @@ Run on PostgreSQL too (DATABASE_URL): a NUL there is a DataError, not a stored r
 
 from __future__ import annotations
 
+import base64
 import io
 
 import pytest
@@ -119,6 +120,13 @@ def test_an_id_that_cannot_exist_is_a_404(client, auth, path):
 @pytest.mark.parametrize("path", ["/v1/jobs/%00/cancel"])
 def test_an_id_that_cannot_exist_is_a_404_on_post(client, auth, path):
     assert client.post(path, headers=auth).status_code == 404
+
+
+def test_a_cursor_naming_an_id_that_cannot_exist_is_a_400(client, auth):
+    cursor = base64.urlsafe_b64encode(b"2026-01-01T00:00:00+00:00|\x00").decode()
+    response = client.get("/v1/jobs", query_string={"cursor": cursor}, headers=auth)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "invalid_cursor"
 
 
 def test_a_priority_that_only_looks_like_a_number_is_a_400(client, auth):
