@@ -71,7 +71,8 @@ def open_document(session: Session, tenant_id: str | None, job_id: str, key: str
     if tenant_id is not None:
         query = query.where(Job.tenant_id == tenant_id)
     found = session.execute(query).first() if is_id(job_id) else None
-    if found is None or not hmac.compare_digest(document_key(found[1], job_id), key):
+    given = key.encode("utf-8", "surrogatepass")  # compare_digest refuses non-ASCII str
+    if found is None or not hmac.compare_digest(document_key(found[1], job_id).encode(), given):
         raise NotFound(f"no document with id {job_id!r} and this key")
     return found[0]
 

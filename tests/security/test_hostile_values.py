@@ -143,3 +143,16 @@ def test_libretranslate_alternatives_that_only_look_like_a_number_are_a_400(clie
 
 def test_a_libretranslate_download_with_a_nul_is_a_404(client):
     assert client.get("/libretranslate/download_file/%00.k.a.txt").status_code == 404
+
+
+@pytest.mark.parametrize("key", ["\u00fc" * 64, "\x00", ""])
+def test_a_deepl_document_key_that_cannot_match_is_a_404(client, api_key, key):
+    auth = {"Authorization": f"DeepL-Auth-Key {api_key}"}
+    data = {"file": (io.BytesIO(b"Hello world.\n"), "a.txt"), "target_lang": "DE"}
+    created = client.post("/deepl/v2/document", data=data, headers=auth)
+    assert created.status_code == 200, created.get_json()
+    document_id = created.get_json()["document_id"]
+    response = client.post(
+        f"/deepl/v2/document/{document_id}", json={"document_key": key}, headers=auth
+    )
+    assert response.status_code in (400, 404), response.get_data()
