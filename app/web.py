@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -33,8 +33,8 @@ class Stapel:
     celery: Celery
     redis: redis.Redis
     served: ServedQueues
-    metrics: CollectorRegistry | None = None
-    parse_slots: ParseSlots = field(default_factory=lambda: ParseSlots(2, 1))
+    metrics: CollectorRegistry
+    parse_slots: ParseSlots
 
     def dispose(self) -> None:
         """Close the pools' connections (the reader's too, where it has its own)."""
