@@ -261,8 +261,9 @@ def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
         version = version or _version(elem.getroottree().getroot())
         if elem.getparent() is None:
             break  # the root, after every unit
-        if _local(elem) != ("trans-unit" if version == "1" else "unit"):
-            continue
+        root = elem.getroottree().getroot()
+        if elem.tag != (_q1(root, "trans-unit") if version == "1" else f"{{{NS2}}}unit"):
+            continue  # what `slots` would not visit either (merge walks with it)
         per_unit = _unit_slots1 if version == "1" else _unit_slots2
         for slot in per_unit(elem, options):
             flat = _flat(slot, version)

@@ -15,8 +15,9 @@ import zipfile
 import pytest
 
 from stapel.exceptions import TooLarge
-from stapel.formats import Limits, parse_document
-from tests.formats.samples import W
+from stapel.formats import Limits, Options, docx, parse_document, xliff
+from stapel.formats.base import parse_xml
+from tests.formats.samples import XLIFF2, XLIFF12, W, sample_docx
 
 N = 40_000
 LIMIT = 100
@@ -90,3 +91,37 @@ def test_a_paragraph_is_read_with_the_text_box_inside_it_in_document_order():
         "Inside the box.",
         "After it.",
     ]
+
+
+MIXED = (
+    b'<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"><file><body>'
+    b'<trans-unit xmlns="" id="a"><source>No namespace.</source></trans-unit>'
+    b'<group translate="no"><trans-unit id="b"><source>Kept.</source></trans-unit></group>'
+    b'<trans-unit id="c" approved="yes"><source>Approved.</source></trans-unit>'
+    b'<trans-unit id="d"><source>One. Two.</source><seg-source><mrk mtype="seg" mid="1">One.'
+    b'</mrk> <mrk mtype="seg" mid="2">Two.</mrk></seg-source></trans-unit>'
+    b"</body></file></xliff>"
+)
+
+
+@pytest.mark.parametrize("data", [XLIFF12, XLIFF2, MIXED])
+def test_a_streamed_xliff_gives_the_segments_the_rebuild_walks(data):
+    """The stream and the rebuild's tree walk must agree, or targets land in wrong units."""
+    tree, version = xliff._tree(data)
+    walked = [
+        f.text
+        for s in xliff.slots(tree, version, Options())
+        if (f := xliff._flat(s, version)).translatable
+    ]
+    assert parse_document("a.xlf", data, Limits()).segments == walked
+
+
+def test_a_streamed_docx_gives_the_paragraphs_the_rebuild_walks():
+    data = sample_docx()
+    container, parts = docx._open(data, Limits())
+    walked = [
+        para.text.strip()
+        for name in parts
+        for para in docx._paragraphs(parse_xml(container.read(name)))
+    ]
+    assert parse_document("a.docx", data, Limits()).segments == walked
