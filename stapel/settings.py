@@ -83,6 +83,9 @@ class Settings:
     max_segments_per_job: int = setting("STAPEL_MAX_SEGMENTS", 200_000)
     max_segment_chars: int = setting("STAPEL_MAX_SEGMENT_CHARS", 4000)
     max_body_bytes: int = setting("STAPEL_MAX_BODY_BYTES", 64 * 1024 * 1024)
+    body_deadline_s: float = setting("STAPEL_BODY_DEADLINE_S", 10.0)
+    body_min_rate: int = setting("STAPEL_BODY_MIN_RATE", 64 * 1024)
+    body_reads_per_address: int = setting("STAPEL_BODY_READS_PER_ADDRESS", 2)
     max_metadata_bytes: int = setting("STAPEL_MAX_METADATA_BYTES", 4096)
     max_documents_per_job: int = setting("STAPEL_MAX_DOCUMENTS", 10_000)
     # Documents and markup read at once per web process, and of one tenant (app/parse_slots.py).
