@@ -22,7 +22,7 @@ from stapel.exceptions import NotFound
 from stapel.interactive import Lane, bill, submit_on
 from stapel.jobs import JobSpec
 from stapel.states import Status
-from stapel.tables import Job, Segment, Tenant, utcnow
+from stapel.tables import Job, Segment, Tenant, is_id, utcnow
 
 NOMINAL_SEGMENTS_PER_S = 50.0
 """The rate a document's remaining time is guessed at before its first batch is written."""
@@ -70,8 +70,9 @@ def open_document(session: Session, tenant_id: str | None, job_id: str, key: str
     query = query.where(Job.id == job_id, Job.api.is_not(None))
     if tenant_id is not None:
         query = query.where(Job.tenant_id == tenant_id)
-    found = session.execute(query).first()
-    if found is None or not hmac.compare_digest(document_key(found[1], job_id), key):
+    found = session.execute(query).first() if is_id(job_id) else None
+    given = key.encode("utf-8", "surrogatepass")  # compare_digest refuses non-ASCII str
+    if found is None or not hmac.compare_digest(document_key(found[1], job_id).encode(), given):
         raise NotFound(f"no document with id {job_id!r} and this key")
     return found[0]
 

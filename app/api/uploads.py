@@ -20,6 +20,7 @@ from app.api.parsing import (
     finish_spec,
 )
 from app.api.streams import MultipartReader
+from app.parse_slots import parse_slot
 from stapel import formats
 from stapel.exceptions import TooLarge, ValidationError
 from stapel.jobs import DocumentSpec, JobSpec
@@ -66,7 +67,9 @@ def parse_document(
     if not name.lower().endswith(".txt"):  # XLIFF, PO, SRT, HTML, DOCX (stapel/formats)
         options = options or formats.Options()
         bounds = formats.Limits(limits.max_segment_chars, min(limits.max_segments, room))
-        doc = formats.parse_document(name, content.read(), bounds, options)
+        data = content.read()
+        with parse_slot(len(data)):
+            doc = formats.parse_document(name, data, bounds, options)
         return DocumentSpec(name, doc.segments, doc.format, doc.original, options.as_json())
     return DocumentSpec(name, _txt_lines(name, content, limits, room))
 

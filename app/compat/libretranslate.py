@@ -78,7 +78,7 @@ def _markup() -> Markup | None:
 
 def _alternatives() -> int:
     raw = params().text("alternatives") or "0"
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise ValidationError("alternatives must be a whole number", code="invalid_type")
     return int(raw)
 

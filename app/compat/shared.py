@@ -12,6 +12,7 @@ from app.api.jobs import limits
 from app.api.parsing import finish_spec, parse_json
 from app.api.uploads import parse_document
 from app.compat.languages import Catalog, catalog
+from app.parse_slots import parse_slot
 from app.web import db_session, stapel
 from stapel import detect, glossaries, interactive
 from stapel.exceptions import StapelError, TooLarge, Unauthorized, ValidationError
@@ -144,7 +145,8 @@ def read_texts(texts: list[str], markup: Markup | list[Markup | None] | None) ->
     out = []
     for i, (text, kind) in enumerate(zip(texts, each, strict=True)):
         try:
-            out.append(fragments.parse(text, kind))
+            with parse_slot(len(text) if kind else 0):
+                out.append(fragments.parse(text, kind))
         except FormatError as exc:
             name = kind.kind.upper() if kind else "text"
             raise ValidationError(

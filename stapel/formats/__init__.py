@@ -18,6 +18,7 @@ from types import ModuleType
 from stapel.exceptions import TooLarge, ValidationError
 from stapel.formats import docx, html, po, srt, xliff
 from stapel.formats.base import FALSE_WORDS, OPTION_FIELDS, TRUE_WORDS, FormatError, Limits, Options
+from stapel.storable import unstorable
 
 __all__ = [
     "ACCEPTED",
@@ -156,6 +157,12 @@ def parse_document(
                 f"{limits.max_segment_chars}",
                 code="segment_too_long",
             )
+        found = unstorable(text)
+        if found is not None:
+            raise ValidationError(
+                f"file {name!r}: segment {i} contains {found}; it cannot be stored",
+                code="invalid_text",
+            )
     return ParsedDocument(name, fmt, segments, data, options)
 
 
@@ -163,7 +170,7 @@ def _error(name: str, fmt: str, exc: FormatError) -> ValidationError | TooLarge:
     message = f"file {name!r} ({fmt}){exc.where()}: {exc.message}"
     if exc.code == "unsupported_file_type":
         message += f"; accepted: {ACCEPTED}"
-    if exc.code == "document_too_large":
+    if exc.code in ("document_too_large", "too_many_segments"):
         return TooLarge(message, code=exc.code)
     return ValidationError(message, code=exc.code)
 

@@ -148,6 +148,18 @@ def test_xml_structure_is_split_into_its_parts(translator, model_root):
     assert flat.text == f"{a} <s/> {b}"
 
 
+@pytest.mark.parametrize(
+    "head", ["<!DOCTYPE html>\n", "<!-- <!DOCTYPE html [<!ENTITY e 'x'>]> -->\n"]
+)
+def test_xml_text_opening_with_a_doctype_translates(translator, model_root, head):
+    """The official client's own tests send such a text with tag_handling=xml."""
+    one = "The old man sees the small dog."
+    text = f"{head}<html>\n<body>\n<p>{one}</p>\n</body>\n</html>"
+    result = translator.translate_text(text, source_lang="EN", target_lang="DE", tag_handling="xml")
+    (a,) = (html.escape(t, quote=False) for t in raw_translate(model_root / "en-de", [one]))
+    assert result.text == text.replace(one, a)
+
+
 def test_tag_handling_html_keeps_attributes(translator, model_root):
     result = translator.translate_text(
         POST.replace("<p>", '<p title="A title." class="post">'),
