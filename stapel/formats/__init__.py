@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from types import ModuleType
 
 from stapel.exceptions import TooLarge, ValidationError
-from stapel.formats import docx, html, po, srt, xliff
+from stapel.formats import docx, html, layout, po, srt, xliff
 from stapel.formats.base import FALSE_WORDS, OPTION_FIELDS, TRUE_WORDS, FormatError, Limits, Options
 
 __all__ = [
@@ -176,5 +176,9 @@ def render_document(
     langs: tuple[str, str],
     limits: Limits | None = None,
 ) -> bytes:
-    """Rebuild a stored document with its targets (None: not translated, left as it was)."""
-    return FORMATS[fmt].merge(original, targets, options, langs, limits or Limits())
+    """Rebuild a stored document with its targets (None: not translated, left as it was).
+
+    A text format keeps the original's BOM, declaration, line endings and final newline.
+    """
+    out = FORMATS[fmt].merge(original, targets, options, langs, limits or Limits())
+    return out if fmt == "docx" else layout.keep(original, out)

@@ -181,3 +181,30 @@ def test_srt_cue_with_fewer_lines_keeps_the_file_valid():
         "Gut.",
         "Die Katze schlaeft.",
     ]
+
+
+def _crlf(data: bytes) -> bytes:
+    return data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+
+
+LAYOUTS = {
+    "crlf": _crlf,
+    "bom": lambda b: b"\xef\xbb\xbf" + b,
+    "no final newline": lambda b: b.rstrip(b"\r\n"),
+    "all three": lambda b: b"\xef\xbb\xbf" + _crlf(b).rstrip(b"\r\n"),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("name", [n for n in SAMPLES if n != "docx"])
+def test_a_rebuilt_file_keeps_the_originals_layout(name, layout):
+    """BOM, XML declaration, line endings and the final newline are the original's."""
+    fmt, data = SAMPLES[name]
+    change = LAYOUTS[layout]
+    options = Options(mark_fuzzy=False)
+
+    def rebuilt(original: bytes) -> bytes:
+        segments = FORMATS[fmt].extract(original, options, Limits())
+        return render_document(fmt, original, list(segments), options, LANGS)
+
+    assert rebuilt(change(data)) == change(rebuilt(data))
