@@ -168,6 +168,26 @@ def _error(name: str, fmt: str, exc: FormatError) -> ValidationError | TooLarge:
     return ValidationError(message, code=exc.code)
 
 
+def check_target(name: str, fmt: str, data: bytes, target: str) -> None:
+    """Refuse a bilingual file that declares another target language than the job's
+    (its targets would carry one language under another's label); regional variants
+    of the job's language (de-AT for de) are the same language."""
+    if fmt != "xliff":
+        return
+    for declared in sorted(xliff.target_languages(data)):
+        if _primary(declared) != _primary(target):
+            raise ValidationError(
+                f"file {name!r} declares target language {declared!r}, but the job "
+                f"translates into {target!r}: send the job for {declared!r}, or the file "
+                f"with {target!r} as its target language",
+                code="language_mismatch",
+            )
+
+
+def _primary(code: str) -> str:
+    return re.split(r"[-_]", code.strip(), maxsplit=1)[0].lower()
+
+
 def render_document(
     fmt: str,
     original: bytes,

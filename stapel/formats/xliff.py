@@ -257,6 +257,17 @@ def merge(
     return xml_bytes(tree, data)
 
 
+def target_languages(data: bytes) -> set[str]:
+    """The target languages the file declares: trgLang (2.x), each file's target-language."""
+    tree, version = _tree(data)
+    root = tree.getroot()
+    if version == "2":
+        found = [root.get("trgLang")]
+    else:
+        found = [file.get("target-language") for file in root.iter(_q1(root, "file"))]
+    return {lang for lang in found if lang}
+
+
 def _languages(root: etree._Element, version: str, langs: tuple[str, str]) -> None:
     if version == "2":
         if root.get("trgLang") is None:
