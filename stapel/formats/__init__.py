@@ -41,6 +41,7 @@ EXTENSIONS = {
     ".txt": "txt",
     ".xlf": "xliff",
     ".xliff": "xliff",
+    ".sdlxliff": "xliff",
     ".po": "po",
     ".pot": "po",
     ".srt": "srt",

@@ -15,7 +15,7 @@ import polib
 import pytest
 from lxml import etree
 
-from stapel.formats import FORMATS, Limits, Options, inline, render_document
+from stapel.formats import FORMATS, Limits, Options, inline, parse_document, render_document
 from tests.formats.samples import HTML, PO, SRT, XLIFF2, XLIFF12, sample_docx
 
 LANGS = ("en", "de")
@@ -208,3 +208,23 @@ def test_a_rebuilt_file_keeps_the_originals_layout(name, layout):
         return render_document(fmt, original, list(segments), options, LANGS)
 
     assert rebuilt(change(data)) == change(rebuilt(data))
+
+
+SDLXLIFF = b"""<?xml version="1.0" encoding="utf-8"?>
+<xliff xmlns:sdl="http://sdl.com/FileTypes/SdlXliff/1.0"
+ xmlns="urn:oasis:names:tc:xliff:document:1.2" version="1.2" sdl:version="1.0">
+<file original="a.docx" datatype="x-sdlfilterframework2" source-language="en-US"
+ target-language="de-DE"><body>
+<trans-unit id="u1"><source><x id="ph8"/>The old man sleeps.</source>
+<seg-source><mrk mtype="seg" mid="7"><x id="ph8"/>The old man sleeps.</mrk></seg-source>
+<target><x id="ph8"/><mrk mtype="seg" mid="7"/></target></trans-unit>
+</body></file></xliff>"""
+
+
+def test_a_segmented_target_holds_each_code_once():
+    """Trados' target keeps a code outside the empty segment the source holds it in."""
+    parsed = parse_document("a.sdlxliff", SDLXLIFF, Limits())
+    out = render_document("xliff", SDLXLIFF, ["X " + s for s in parsed.segments], Options(), LANGS)
+    target = etree.fromstring(out).find(".//{urn:oasis:names:tc:xliff:document:1.2}target")
+    codes = [e.get("id") for e in target.iter("{urn:oasis:names:tc:xliff:document:1.2}x")]
+    assert codes == ["ph8"]
