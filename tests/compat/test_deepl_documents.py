@@ -45,11 +45,13 @@ def translator(live, live_key):
     return deepl.Translator(live_key, server_url=f"{live}/deepl/")
 
 
-def through_v1(live: str, key: str, name: str, content: bytes) -> bytes:
+def through_v1(
+    live: str, key: str, name: str, content: bytes, source: str = "en", target: str = "de"
+) -> bytes:
     """The same file translated by /v1: its result file."""
     created = requests.post(
         f"{live}/v1/jobs",
-        data={"source_lang": "en", "target_lang": "de"},
+        data={"source_lang": source, "target_lang": target},
         files={"files": (name, content)},
         headers={"Authorization": f"Bearer {key}"},
         timeout=60,

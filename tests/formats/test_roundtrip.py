@@ -228,3 +228,10 @@ def test_a_segmented_target_holds_each_code_once():
     target = etree.fromstring(out).find(".//{urn:oasis:names:tc:xliff:document:1.2}target")
     codes = [e.get("id") for e in target.iter("{urn:oasis:names:tc:xliff:document:1.2}x")]
     assert codes == ["ph8"]
+
+
+def test_a_translated_attribute_keeps_its_quote_character():
+    page = b"<p>Before <img src='a.png' alt='text'/> after.</p>\n"
+    segments = FORMATS["html"].extract(page, Options(), Limits())
+    out = render_document("html", page, [s.upper() for s in segments], Options(), LANGS)
+    assert b"alt='TEXT'" in out
