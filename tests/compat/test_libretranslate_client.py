@@ -71,3 +71,21 @@ def test_languages_lists_each_language_with_its_targets(lt):
         {"code": "de", "name": "German", "targets": ["en"]},
         {"code": "en", "name": "English", "targets": ["de"]},
     ]
+
+
+@pytest.mark.parametrize("name", ["film.srt", "letter.docx", "notes.txt"])
+def test_translate_file_answers_the_file_in_its_own_format(live, live_key, name):
+    from tests.compat.test_deepl_documents import MEDIA, through_v1
+    from tests.formats.samples import SRT, sample_docx
+
+    content = {"film.srt": SRT, "letter.docx": sample_docx(), "notes.txt": b"Hello world."}[name]
+    response = requests.post(
+        f"{live}/libretranslate/translate_file",
+        data={"source": "en", "target": "de", "api_key": live_key},
+        files={"file": (name, content)},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    result = requests.get(response.json()["translatedFileUrl"], timeout=60)
+    assert result.headers["Content-Type"] == MEDIA[name.rsplit(".", 1)[1]]
+    assert result.content == through_v1(live, live_key, name, content)
