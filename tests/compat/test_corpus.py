@@ -127,3 +127,12 @@ def _codes(elem: etree._Element) -> Counter:
         for e in elem.iter()
         if e is not elem and etree.QName(e).localname in CODES
     )
+
+
+def test_a_text_whose_language_has_no_model_to_the_target_is_refused(translator):
+    # The corpus's model root knows es (a target of en-es) but has no model from es.
+    spanish = "El anciano ve al perro pequeño y la mujer lee un libro en la casa."
+    with pytest.raises(deepl.DeepLException, match="detected source language es"):
+        translator.translate_text(spanish, target_lang="DE")
+    german = translator.translate_text("Der alte Mann sieht den kleinen Hund.", target_lang="EN-GB")
+    assert german.detected_source_lang == "DE"
