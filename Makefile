@@ -5,8 +5,8 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control worker_callbacks beat flower autoscaler demo
 
-# `make chromium` installs the browser the Flower test drives (Debian, as root).
-.PHONY: chromium install install-train migrate run test lint lock bench bench-reuse bench-peer bench-model models clean
+# `make chromium` installs the browser the page and Flower tests drive (Debian, as root).
+.PHONY: chromium install install-train migrate run test lint lock bench bench-compare bench-reuse bench-peer bench-model models clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -53,14 +53,19 @@ lock: install-train
 	$(LOCK) -o requirements.lock requirements.txt
 	$(LOCK) -o requirements-gpu.lock requirements-gpu.txt
 
-# Then the API alone (bench/api.py, 32 connections; then paced at issue 20's rates, 500
-# POSTs/s and 3,000 status reads/s): it needs wrk (apt-get install wrk).
+# Stapel against CTranslate2 alone (bench/throughput.py), then the API alone (bench/api.py:
+# 32 connections as fast as it answers, then paced at 500 POSTs/s and 3,000 status
+# reads/s for the latency at those rates); the API part needs wrk (apt-get install wrk).
+# Runs are written to bench/runs/; `make bench-compare RUN=bench/runs/cpu.json` sets one
+# against its baseline.
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
 	@if command -v wrk >/dev/null; then \
-		$(BIN)/python -m bench.api --connections 32 --post-rate 500 --get-rate 3000 \
-			--out bench/results/api.json; \
+		$(BIN)/python -m bench.api --connections 32 --post-rate 500 --get-rate 3000; \
 	else echo "bench.api skipped: it needs wrk (apt-get install wrk)"; fi
+
+bench-compare:
+	$(BIN)/python -m bench.compare $(RUN)
 
 bench-reuse: install
 	$(BIN)/python -m bench.reuse --name reuse $(BENCH_ARGS)

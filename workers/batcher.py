@@ -13,7 +13,7 @@ priority waiting, so each batch serves the head and nothing waits behind work of
 priority that came later. Around the head, the batch takes segments of the same
 priority from a window of the next WINDOW_BUDGETS budgets' worth, sorted by length, the
 way CTranslate2 sorts its own input: a batch of similar lengths wastes little on
-padding (docs/performance.md has the figures).
+padding (docs/design/batch-limits.md has the figures).
 Room left over is filled with lower-priority segments that fit.
 
 Identical pieces (the same tokens: stapel.mtcache.piece_key) are translated once: a
@@ -68,7 +68,7 @@ Known = Callable[[list[tuple[str, str]]], dict[str, tuple[str, str]]]
 
 WINDOW_BUDGETS = 32
 """How many token budgets of waiting segments one batch is chosen from, sorted by length:
-enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS; docs/performance.md)."""
+enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS; docs/design/batch-limits.md)."""
 
 
 INTERACTIVE_WAIT_S = 0.002

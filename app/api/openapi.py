@@ -64,7 +64,7 @@ ERROR_CODES = {
     500: ["internal_error"],
     503: ["database_unavailable", "broker_unavailable", "submission_busy"],
 }
-"""Status -> the `error.code` values it carries (the README's error table)."""
+"""Status -> the `error.code` values it carries (the error table in docs/api.md)."""
 
 _WHEN = {
     400: "Bad input; nothing is stored",

@@ -38,7 +38,7 @@ from workers.command import worker_command
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 CUT_S = 30.0
-"""How long a link stays cut (the issue's scenario)."""
+"""How long a link stays cut: longer than the heartbeat's staleness, so the watchdog acts."""
 REPORT = Path(__file__).with_name("report.json")
 ENV = {**SHORT_ENV, "STAPEL_HEARTBEAT_TIMEOUT_S": "5", "STAPEL_CHUNK_SEGMENTS": "50"}
 MIGRATE = (
