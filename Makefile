@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control worker_callbacks beat flower autoscaler demo
 
 # `make chromium` installs the browser the page and Flower tests drive (Debian, as root).
-.PHONY: chromium install install-train migrate run test lint lock bench bench-compare bench-reuse bench-peer bench-model models clean
+.PHONY: chromium install install-test install-train hooks migrate run test test-fast lint lock bench bench-compare bench-reuse bench-peer bench-model models clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,13 +16,24 @@ $(VENV)/.installed: requirements.txt
 
 install: $(VENV)/.installed
 
-# Test tools and training dependencies (torch CPU, sacrebleu): the test suite builds a
-# tiny model with training/build.py so that the build cannot rot; serving needs neither.
-$(VENV)/.installed-train: $(VENV)/.installed requirements-test.txt requirements-train.txt
+# Test tools (pytest, ruff, mypy, ...) without torch: enough for `make test-fast` and lint.
+$(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+install-test: $(VENV)/.installed-test
+
+# Training dependencies (torch CPU, sacrebleu) on top: the whole suite builds a tiny model
+# with training/build.py so that the build cannot rot; serving needs neither.
+$(VENV)/.installed-train: $(VENV)/.installed-test requirements-train.txt
 	$(BIN)/python -m pip install --quiet -r requirements-train.txt
 	touch $@
 
 install-train: $(VENV)/.installed-train
+
+# Ruff and mypy before each commit (.pre-commit-config.yaml), from this virtual environment.
+hooks: $(VENV)/.installed-test
+	$(BIN)/pre-commit install
 
 migrate: install
 	$(BIN)/alembic upgrade head
@@ -34,11 +45,18 @@ run: migrate
 	$(BIN)/python -m stapel.embedded_redis ensure
 	$(BIN)/honcho start $(PROCESSES)
 
+# The whole suite, as CI runs it.
 test: install-train lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# ruff (lint and format) on everything, mypy on the core package, hadolint on the image.
-lint: install-train
+# The unit tier: no process of a test's own, no Celery worker, no torch, no lint.
+FAST_TIER := not e2e and not fault and not slow and not process
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m "$(FAST_TIER)" $(PYTEST_ARGS)
+
+# ruff (lint and format) on everything, mypy on the packages pyproject.toml names
+# (stapel, app, workers, autoscaler, stapel_cli), hadolint on the image.
+lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -58,7 +58,7 @@ from stapel import metrics
 from stapel.broker import fast_lane
 from stapel.mtcache import piece_key
 from workers.isolation import hand_out, isolate, logids
-from workers.submission import Item, Submission, plan
+from workers.submission import Item, Result, Submission, plan
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class Batcher:
         those a memory or the MT cache holds (one lookup for the whole request): they
         are answered at once and never reach the model.
         """
-        blank = [(i, t) for i, t in items if not t.strip()]
+        blank: list[tuple[int, Result]] = [(i, t) for i, t in items if not t.strip()]
         work = [(i, t) for i, t in items if t.strip()]
         request = Submission(job_id, len(items), self, tick_s)
         request.deliver(blank)
@@ -223,7 +223,7 @@ class Batcher:
         hits = known(looked) if known is not None and pieces else {}
         if hits:
             for origin in ("memory", "cache"):
-                answered = [
+                answered: list[tuple[Item, Result]] = [
                     (i, hits[i.key][0]) for i in pieces if hits.get(i.key, ("", ""))[1] == origin
                 ]
                 if answered:
@@ -232,7 +232,8 @@ class Batcher:
             with self._cond:
                 self.stats.cached += len(hits)
         pieces.sort(key=lambda item: item.size)
-        rides, done = 0, []
+        rides = 0
+        done: list[tuple[Item, Result]] = []
         with self._cond:
             lane = self._lanes.setdefault(priority, deque())
             for item in pieces:
@@ -277,7 +278,7 @@ class Batcher:
         flight as delivered until its request releases it; without (a failed batch), a
         piece arriving later is translated anew."""
         with self._cond:
-            out = []
+            out: list[tuple[Item, Item]] = []
             for n, item in enumerate(batch):
                 if self._inflight.get(item.key) is item:
                     del self._inflight[item.key]

@@ -17,8 +17,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, free_port
 from tests.factories import wait_for
+
+pytestmark = pytest.mark.process
 
 CONNECTIONS = 16
 """All 16 on one of 2 processes by chance: 2 x 2^-16."""

@@ -145,6 +145,7 @@ def test_no_credential_is_committed():
     assert ignored.returncode == 0
 
 
+@pytest.mark.process
 def test_make_secrets_writes_fresh_private_values_once(tmp_path):
     out = tmp_path / "stapel.env"
     command = ["python3", str(DEPLOY / "make_secrets.py"), "--out", str(out)]
