@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from types import ModuleType
 
 from stapel.exceptions import TooLarge, ValidationError
-from stapel.formats import docx, html, layout, po, srt, xliff, xmlkeep
+from stapel.formats import docx, html, layout, po, pokeep, srt, xliff, xmlkeep
 from stapel.formats.base import FALSE_WORDS, OPTION_FIELDS, TRUE_WORDS, FormatError, Limits, Options
 
 __all__ = [
@@ -204,4 +204,6 @@ def render_document(
     out = FORMATS[fmt].merge(original, targets, options, langs, limits or Limits())
     if fmt == "xliff" and out != original:
         out = xmlkeep.restore(original, out)
+    if fmt == "po" and out != original:
+        out = pokeep.restore(original, out)
     return out if fmt == "docx" else layout.keep(original, out)

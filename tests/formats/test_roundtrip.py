@@ -252,3 +252,16 @@ def test_an_xliff_file_changes_only_in_its_targets(name):
     out = render_document("xliff", data, ["X " + s for s in parsed.segments], Options(), LANGS)
     assert out != data
     assert TARGET.sub(b"", out) == TARGET.sub(b"", data)
+
+
+MSGSTR = re.compile(rb'^msgstr.*\n(?:".*"\n)*', re.MULTILINE)
+
+
+def test_a_po_file_changes_only_in_its_msgstrs():
+    """Comments, wrapping and the header stay as the tool wrote them."""
+    data = (CORPUS / "polib-weird-occurrences.po").read_bytes()
+    options = Options(mark_fuzzy=False)
+    segments = FORMATS["po"].extract(data, options, Limits())
+    out = render_document("po", data, ["X " + s for s in segments], options, LANGS)
+    assert out != data
+    assert MSGSTR.sub(b"", out) == MSGSTR.sub(b"", data)
