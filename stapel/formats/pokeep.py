@@ -2,9 +2,8 @@
 
 polib writes a whole file in its own form (its line wrapping, its order of comments and
 of the header's lines). `restore` cuts the original at its entries (polib records the
-line each starts on) and keeps each entry's original lines unless the entry changed (a
-msgstr written, a fuzzy flag added); a changed entry is written as polib writes it,
-followed by the blank lines the original had there. The result is checked to read as
+line each starts on) and keeps each entry's original lines; in an entry that changed,
+only the msgstr lines and the flags line are polib's. The result is checked to read as
 the same entries as polib's file; if it did not, polib's file is returned.
 """
 
@@ -30,6 +29,34 @@ def _content(e: polib.POEntry) -> tuple:
         sorted(e.flags),
         e.obsolete,
     )
+
+
+def _patched(block: list[str], entry: polib.POEntry, wrap: int) -> str:
+    """The entry's original lines with its msgstr lines and flags line as polib writes
+    them; the whole entry in polib's form where the original's cannot be found."""
+    rendered = entry.__unicode__(wrap).split("\n")
+    first = next((k for k, line in enumerate(rendered) if line.startswith("msgstr")), None)
+    start = next((k for k, line in enumerate(block) if line.startswith("msgstr")), None)
+    if first is None or start is None:
+        return entry.__unicode__(wrap) + "\n" + "".join(line for line in block if not line.strip())
+    end = start
+    while end < len(block) and block[end].startswith(("msgstr", '"')):
+        end += 1
+    newline = "\r\n" if block[start].endswith("\r\n") else "\n"
+    written = [line + newline for line in rendered[first:] if line]
+    lines = block[:start] + written + block[end:]
+    flags = next((line for line in rendered if line.startswith("#,")), None)
+    at = next((k for k, line in enumerate(lines) if line.startswith("#,")), None)
+    if flags is not None and at is not None:
+        lines[at] = flags + newline
+    elif flags is not None:
+        before = next(
+            k for k, line in enumerate(lines) if line.startswith(("#|", "msgctxt", "msgid"))
+        )
+        lines.insert(before, flags + newline)
+    elif at is not None:
+        del lines[at]
+    return "".join(lines)
 
 
 def restore(original: bytes, rewritten: bytes) -> bytes:
@@ -60,8 +87,7 @@ def restore(original: bytes, rewritten: bytes) -> bytes:
         if _same(a, b):
             out.append("".join(block))
             continue
-        blank = len(block) - len("".join(block).rstrip("\r\n").splitlines())
-        out.append(b.__unicode__(new.wrapwidth) + "\n" + "\n" * max(blank - 1, 0))
+        out.append(_patched(block, b, new.wrapwidth))
     result = "".join(out).encode(charset)
     try:
         check, _ = po._parse(result)
