@@ -140,7 +140,7 @@ def translate(
 def bill(lane: Lane, count: int) -> AbstractContextManager[None]:
     """Bill count characters for the block (stapel.billing), given back if it raises."""
     limit = lane.settings.quota_characters_per_day
-    return billing.charge(lane.client, lane.tenant_id, count, limit=limit)
+    return billing.charge(lane.client, lane.session, lane.tenant_id, count, limit=limit)
 
 
 def submit_on(lane: Lane, spec: JobSpec, *, fair_share: bool = True) -> Job:

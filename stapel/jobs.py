@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, Table, bindparam, insert, inspect, se
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 
+from stapel import ledger
 from stapel.callbacks import on_final
 from stapel.db import affected
 from stapel.endings import stop_chunks
@@ -26,7 +27,7 @@ from stapel.exceptions import Conflict, NotFound
 from stapel.locking import lock_job, retry_conflicts
 from stapel.one_row import OneRow
 from stapel.states import ACTIVE, CallbackStatus, Status
-from stapel.tables import Chunk, Document, DocumentFile, Job, Segment, db_now, new_id
+from stapel.tables import Chunk, Document, DocumentFile, Job, Segment, db_now, new_id, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +244,8 @@ def store_job(
             for i, (start, end) in enumerate(bounds)
         ],
     )
+    # last before the commit: the tenant's row of the day is locked for the commit only
+    ledger.add(conn, tenant_id, ledger.utc_day(utcnow()), segments=total)
     session.commit()
     log.info(
         "job created logid=%s tenant=%s pool=%s segments=%d chunks=%d%s",

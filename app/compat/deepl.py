@@ -228,7 +228,7 @@ def usage():
     limit = ext.settings.quota_characters_per_day
     return jsonify(
         {
-            "character_count": billing.used(ext.redis, g.tenant_id),
+            "character_count": billing.used(ext.redis, db_session(), g.tenant_id),
             "character_limit": limit or billing.UNLIMITED,
         }
     )

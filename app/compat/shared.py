@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from flask import g, request
+from flask import g
 from werkzeug.datastructures import FileStorage
 
 from app.api.jobs import limits
@@ -20,7 +20,7 @@ from stapel.formats.base import FormatError
 from stapel.formats.fragments import Fragment, Markup
 from stapel.interactive import Lane
 from stapel.jobs import JobSpec
-from stapel.keys import hash_key, tenant_for_key
+from stapel.keys import tenant_for_key
 
 DETECT_SAMPLE_CHARS = 2000
 """How much of a document's text its language is detected from."""
@@ -31,12 +31,6 @@ def authenticate(key: str | None, how: str) -> None:
     if not key or not key.strip():
         raise Unauthorized(f"an API key is required: {how}")
     g.tenant_id = tenant_for_key(db_session, key.strip())
-    g.compat_rate_key = "key:" + hash_key(key.strip())
-
-
-def rate_key() -> str:
-    """Who a compat request counts against: the API key's hash (as /v1), else the address."""
-    return g.get("compat_rate_key") or "addr:" + (request.remote_addr or "unknown")
 
 
 def lane() -> Lane:
