@@ -219,6 +219,9 @@ def finish_spec(
     if f"{source}-{target}" not in pairs:
         offered = ", ".join(pairs) or "none"
         raise UnknownLanguagePair(f"no model for {source}-{target}; available pairs: {offered}")
+    for doc in documents:
+        if doc.original is not None:
+            formats.check_target(doc.name or "", doc.format, doc.original, target)
     spec = JobSpec(
         source_lang=source,
         target_lang=target,

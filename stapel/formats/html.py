@@ -73,8 +73,13 @@ def _render(run: Run, target: str, text: str, tags: dict[int, str]) -> str:
 def _patched_tag(text: str, attr: Attr, value: str, tags: dict[int, str]) -> None:
     raw = tags.get(attr.tag_start, text[attr.tag_start : attr.tag_end])
     pattern = re.compile(rf"(\s{attr.name}\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s\"'>]+)", re.IGNORECASE)
-    quoted = '"' + html.escape(value, quote=True) + '"'
-    tags[attr.tag_start] = pattern.sub(lambda m: m.group(1) + quoted, raw, count=1)
+    escaped = html.escape(value, quote=True)
+
+    def quoted(m: re.Match) -> str:  # the value keeps its quote character
+        mark = m.group(2)[0] if m.group(2)[0] in "\"'" else '"'
+        return m.group(1) + mark + escaped + mark
+
+    tags[attr.tag_start] = pattern.sub(quoted, raw, count=1)
 
 
 def merge(

@@ -196,8 +196,43 @@ def _mark_writer1(unit, seg_source, mark, q) -> Callable[[etree._Element, Flat, 
         if found is None:
             found = etree.SubElement(target, q("mrk"), dict(mark.attrib))
         xmlinline.fill(found, text, flat)
+        _drop_copies(target, found, q)
 
     return write
+
+
+STANDALONE1 = ("x", "bx", "ex", "ph", "bpt", "ept", "it")
+"""XLIFF 1.2 codes that hold no translatable text: safe to drop as a duplicate."""
+
+
+def _drop_copies(target: etree._Element, filled: etree._Element, q) -> None:
+    """Remove the codes a filled segment now holds from between the target's segments.
+
+    A segmented target (Trados writes `<x id="ph8"/><mrk mid="7"/>`) may keep a code
+    outside the empty segment that the source segment holds inside: once the segment
+    is filled with it, the outer copy would make it appear twice.
+    """
+    held = {(e.tag, e.get("id")) for e in filled.iterdescendants() if e.get("id")}
+    for elem in list(target.iterdescendants()):
+        if (elem.tag, elem.get("id")) not in held or etree.QName(elem).localname not in STANDALONE1:
+            continue
+        if any(a is filled or _is_seg(a, q) for a in elem.iterancestors()):
+            continue
+        _remove_keeping_tail(elem)
+
+
+def _is_seg(elem: etree._Element, q) -> bool:
+    return elem.tag == q("mrk") and elem.get("mtype") == "seg"
+
+
+def _remove_keeping_tail(elem: etree._Element) -> None:
+    parent, before = elem.getparent(), elem.getprevious()
+    if elem.tail:
+        if before is not None:
+            before.tail = (before.tail or "") + elem.tail
+        else:
+            parent.text = (parent.text or "") + elem.tail
+    parent.remove(elem)
 
 
 def _slots2(root: etree._Element, options: Options) -> Iterator[Slot]:
@@ -298,6 +333,17 @@ def merge(
         return data
     _languages(tree.getroot(), version, langs)
     return xml_bytes(tree, data)
+
+
+def target_languages(data: bytes) -> set[str]:
+    """The target languages the file declares: trgLang (2.x), each file's target-language."""
+    tree, version = _tree(data)
+    root = tree.getroot()
+    if version == "2":
+        found = [root.get("trgLang")]
+    else:
+        found = [file.get("target-language") for file in root.iter(_q1(root, "file"))]
+    return {lang for lang in found if lang}
 
 
 def _languages(root: etree._Element, version: str, langs: tuple[str, str]) -> None:

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from stapel.formats import align, htmlruns, inline
+from stapel.formats.align import at_edges
 from stapel.formats.base import FormatError
 from stapel.formats.fragments import Markup, parse
 from workers.engine import Engine
-from workers.markup import at_edges
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 HTML, XML = Markup("html"), Markup("xml")
