@@ -17,6 +17,7 @@ from app.cli import register as register_cli
 from app.compat import register as register_compat
 from app.limits import init_limits
 from app.page import page
+from app.parse_slots import ParseSlots
 from app.server import app_threads
 from app.web import Stapel, assign_request_id, close_session, echo_request_id, request_context
 from stapel import logs
@@ -73,6 +74,7 @@ def create_app(overrides: dict | None = None) -> Flask:
         redis=client,
         served=ServedQueues(client),
         metrics=web_registry(sessions, client),
+        parse_slots=ParseSlots(settings.parse_slots, settings.parse_slots_per_tenant),
     )
     app.before_request(assign_request_id)
     app.before_request(errors.refuse_long_targets)

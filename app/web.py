@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.parse_slots import ParseSlots
 from stapel.metrics import HTTP_REQUESTS
 from stapel.presence import ServedQueues
 from stapel.settings import Settings
@@ -37,6 +38,7 @@ class Stapel:
     redis: redis.Redis
     served: ServedQueues
     metrics: CollectorRegistry
+    parse_slots: ParseSlots
 
     def dispose(self) -> None:
         """Close the pools' connections (the reader's too, where it has its own)."""

@@ -88,6 +88,9 @@ class Settings:
     body_reads_per_address: int = setting("STAPEL_BODY_READS_PER_ADDRESS", 2)
     max_metadata_bytes: int = setting("STAPEL_MAX_METADATA_BYTES", 4096)
     max_documents_per_job: int = setting("STAPEL_MAX_DOCUMENTS", 10_000)
+    # Documents and markup read at once per web process, and of one tenant (app/parse_slots.py).
+    parse_slots: int = setting("STAPEL_PARSE_SLOTS", 2)
+    parse_slots_per_tenant: int = setting("STAPEL_PARSE_SLOTS_PER_TENANT", 1)
     page_size_max: int = setting("STAPEL_PAGE_SIZE_MAX", 100)
     rate_submit: str = setting("STAPEL_RATE_SUBMIT", "1200/minute")
     rate_read: str = setting("STAPEL_RATE_READ", "12000/minute")

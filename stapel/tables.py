@@ -4,6 +4,7 @@ machine-translation cache, the tenants' translation memories and DeepL-dialect g
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -35,6 +36,15 @@ from stapel.states import Status
 def new_id() -> str:
     """Return a random UUID as text: unguessable and unique across processes."""
     return str(uuid.uuid4())
+
+
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def is_id(value: str) -> bool:
+    """Whether value has new_id's form: anything else names no row, and is not queried
+    (a NUL or a lone surrogate in a query is a database error, not a miss)."""
+    return _ID.fullmatch(value) is not None
 
 
 CLOCK_SKEW = timedelta(0)

@@ -25,7 +25,7 @@ from stapel.pivot import served
 from stapel.segment_errors import segment_errors
 from stapel.states import CallbackStatus, Status
 from stapel.submit import submit
-from stapel.tables import Job
+from stapel.tables import Job, is_id
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,8 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         created, job_id = raw.split("|", 1)
+        if not is_id(job_id):
+            raise ValueError(job_id)
         return datetime.fromisoformat(created), job_id
     except (ValueError, UnicodeDecodeError):
         raise ValidationError("cursor is not valid", code="invalid_cursor") from None
@@ -257,7 +259,7 @@ def _file(session, job: Job, document: str | None, headers: dict) -> Response:
     if document is None:
         rendered = results.files(session, job)
     else:
-        if not document.isdigit():
+        if not (document.isascii() and document.isdigit() and len(document) <= 9):
             raise ValidationError(
                 "document must be a document index (0, 1, ...)", code="invalid_format"
             )
