@@ -67,7 +67,7 @@ def _charset(data: bytes) -> str:
     return canonical
 
 
-def _parse(data: bytes) -> tuple[polib.POFile, str]:
+def parse_po(data: bytes) -> tuple[polib.POFile, str]:
     charset = _charset(data)
     try:
         text = data.decode(charset)
@@ -138,7 +138,7 @@ def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
         raise FormatError(
             f"{entries} entries; the limit is {limits.max_segments}", code="too_many_segments"
         )
-    po, _ = _parse(data)
+    po, _ = parse_po(data)
     return [encode(text)[0] for unit in units(po, options) for text in unit.texts]
 
 
@@ -146,7 +146,7 @@ def merge(
     data: bytes, targets: list[str | None], options: Options, langs: tuple[str, str], limits: Limits
 ) -> bytes:
     """Return the PO file with each translated entry's msgstr (or plural msgstrs) filled."""
-    po, charset = _parse(data)
+    po, charset = parse_po(data)
     match = NPLURALS.search(po.metadata.get("Plural-Forms", ""))
     nplurals = int(match.group(1)) if match else 2
     todo = iter(targets)

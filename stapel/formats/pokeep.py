@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import polib
 
-from stapel.formats import po
 from stapel.formats.base import FormatError
+from stapel.formats.po import parse_po
 
 
 def _same(a: polib.POEntry, b: polib.POEntry) -> bool:
@@ -62,8 +62,8 @@ def _patched(block: list[str], entry: polib.POEntry, wrap: int) -> str:
 def restore(original: bytes, rewritten: bytes) -> bytes:
     """Return rewritten with the original's lines for every entry that did not change."""
     try:
-        old, charset = po._parse(original)
-        new, _ = po._parse(rewritten)
+        old, charset = parse_po(original)
+        new, _ = parse_po(rewritten)
         text = original.decode(charset).lstrip("\ufeff")
     except (FormatError, LookupError, UnicodeError):
         return rewritten
@@ -90,7 +90,7 @@ def restore(original: bytes, rewritten: bytes) -> bytes:
         out.append(_patched(block, b, new.wrapwidth))
     result = "".join(out).encode(charset)
     try:
-        check, _ = po._parse(result)
+        check, _ = parse_po(result)
     except FormatError:
         return rewritten
     if [_content(e) for e in check] != [_content(e) for e in new]:
