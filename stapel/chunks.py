@@ -93,29 +93,26 @@ _CLAIM = (
         error=None,
     )
 )
-_CLAIMED = (
-    select(
-        _CHUNKS.c.idx,
-        _CHUNKS.c.first_segment,
-        _CHUNKS.c.end_segment,
-        _CHUNKS.c.attempts,
-        _CHUNKS.c.sent_at,
-        _JOBS.c.source_lang,
-        _JOBS.c.target_lang,
-        # The effective priority (fair share included) is what the worker's batcher
-        # serves too, not the one the client asked for.
-        func.coalesce(_JOBS.c.dispatch_priority, _JOBS.c.priority).label("priority"),
-        _JOBS.c.chunks_total,
-        _JOBS.c.callback_url.is_not(None).label("has_callback"),
-        db_now().label("now"),
-        _JOBS.c.split_sentences,
-        _JOBS.c.tenant_id,
-        _JOBS.c.use_cache,
-        _JOBS.c.memories,
-    )
-    .select_from(_CHUNKS.join(_JOBS, _JOBS.c.id == _CHUNKS.c.job_id))
-    .where(_CHUNKS.c.id == bindparam("c_chunk"))
-)
+_CLAIMED_ROWS = select(
+    _CHUNKS.c.idx,
+    _CHUNKS.c.first_segment,
+    _CHUNKS.c.end_segment,
+    _CHUNKS.c.attempts,
+    _CHUNKS.c.sent_at,
+    _JOBS.c.source_lang,
+    _JOBS.c.target_lang,
+    # The effective priority (fair share included) is what the worker's batcher
+    # serves too, not the one the client asked for.
+    func.coalesce(_JOBS.c.dispatch_priority, _JOBS.c.priority).label("priority"),
+    _JOBS.c.chunks_total,
+    _JOBS.c.callback_url.is_not(None).label("has_callback"),
+    db_now().label("now"),
+    _JOBS.c.split_sentences,
+    _JOBS.c.tenant_id,
+    _JOBS.c.use_cache,
+    _JOBS.c.memories,
+).select_from(_CHUNKS.join(_JOBS, _JOBS.c.id == _CHUNKS.c.job_id))
+_CLAIMED = _CLAIMED_ROWS.where(_CHUNKS.c.id == bindparam("c_chunk"))
 _QUEUED = _JOBS.c.status == Status.QUEUED.value
 _START_JOB = (
     update(_JOBS)  # type: ignore[arg-type]

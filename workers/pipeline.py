@@ -27,10 +27,7 @@ from stapel.chunks import (
     Learned,
     Written,
     chunk_size,
-    claim_chunk,
     fail_chunk,
-    finish_chunk,
-    pending_segments,
     record_batch,
 )
 from stapel.db import with_retry
@@ -105,11 +102,12 @@ def _run_chunk(
     if segments and not current.hold(segments, current.settings.defer_s, *place):
         return _hand_back(current, celery, session, chunk_id)
     try:
-        claim = with_retry(session, lambda: claim_chunk(session, chunk_id, worker))
-        if claim is None:
+        claimed = current.committer.claim(chunk_id, worker)  # with the others waiting
+        if claimed is None:
             return _skipped(session, chunk_id, worker)
+        claim, pending = claimed
         with logs.job_context(claim.job_id, claim.chunk_idx):
-            outcome = _run_claimed(current, celery, session, claim, worker, queue)
+            outcome = _run_claimed(current, celery, session, claim, pending, worker, queue)
         announce_end(current.redis, claim.job_id, outcome)
         metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
         return outcome
@@ -146,7 +144,13 @@ def _hand_back(current: WorkerState, celery: Celery, session: Session, chunk_id:
 
 
 def _run_claimed(
-    current: WorkerState, celery: Celery, session: Session, claim: Claim, worker: str, queue: str
+    current: WorkerState,
+    celery: Celery,
+    session: Session,
+    claim: Claim,
+    pending: list[tuple[int, str]],
+    worker: str,
+    queue: str,
 ) -> str:
     if claim.sent_at is not None and claim.claimed_at is not None:  # both the DB's clock
         waited = (claim.claimed_at - claim.sent_at).total_seconds()
@@ -160,7 +164,7 @@ def _run_claimed(
         queue,
     )
     try:
-        return _translate(current, celery, session, claim)
+        return _translate(current, celery, session, claim, pending)
     except ModelUnavailable as exc:
         return model_unavailable(current, celery, session, claim, exc, worker)
     except PermanentTranslationError as exc:
@@ -170,11 +174,18 @@ def _run_claimed(
         return _fail(current, celery, session, claim, f"{type(exc).__name__}: {exc}", retry=True)
 
 
-def _translate(current: WorkerState, celery: Celery, session: Session, claim: Claim) -> str:
-    pending = with_retry(session, lambda: pending_segments(session, claim))
-    # End the read transaction: a task waiting in the batcher must not hold a pooled
-    # connection (64 waiting tasks would drain the pool and stall every other claim).
-    session.commit()
+def _translate(
+    current: WorkerState,
+    celery: Celery,
+    session: Session,
+    claim: Claim,
+    pending: list[tuple[int, str]],
+) -> str:
+    """Translate the claimed chunk's pending segments (read with its claim) and finish it.
+
+    No transaction stays open while the segments wait in the batcher: 64 waiting tasks
+    holding pooled connections would drain the pool and stall every other claim.
+    """
     started = time.monotonic()
     settings = current.settings
     cached = claim.pair in current.engine.loaded_pairs()
@@ -210,7 +221,8 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
             batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
         outcome = None
         if last is not None:  # one transaction: the chunk's end and, with the last chunk, the job's
-            outcome = _write(session, batches, lookups, partial(finish_chunk, session, claim, last))
+            finish = partial(current.committer.finish, claim, last)  # with the others waiting
+            outcome = _write(session, batches, lookups, finish, retried=False)
     finally:
         batches.release()  # a stop or an error: nothing more will be written
     if outcome is None or outcome == ChunkOutcome.LOST:
@@ -236,13 +248,19 @@ T = TypeVar("T")
 
 
 def _write(
-    session: Session, batches: Submission, lookups: _Lookups, write: Callable[[Learned | None], T]
+    session: Session,
+    batches: Submission,
+    lookups: _Lookups,
+    write: Callable[[Learned | None], T],
+    *,
+    retried: bool = True,
 ) -> T:
     """Run one write of the chunk's translations, given the model's new cache entries since
-    the last (retried on conflicts); then the batcher lets go of what it held for them."""
+    the last (retried while the database is unreachable, unless the writer retries itself:
+    the committer); then the batcher lets go of what it held for them."""
     write_started = time.monotonic()
     learned = lookups.learned(batches)
-    written = with_retry(session, lambda: write(learned))
+    written = with_retry(session, lambda: write(learned)) if retried else write(learned)
     metrics.observe_stage("write", time.monotonic() - write_started)
     batches.release()  # written: a repeat now finds the cache
     return written

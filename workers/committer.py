@@ -1,0 +1,135 @@
+"""A worker's group committer: the claims and finishes of its tasks, a group at a time.
+
+Task threads hand their chunk's claim or finish to a Group and wait on a Future; the
+group's one thread takes everything of its kind waiting (up to MAX_GROUP) and runs it
+as one transaction (stapel.chunk_groups), then resolves each task's future with its own
+row's result. Nothing waits for company: an idle committer runs a lone request at once,
+and under load the requests that arrive while one group runs make the next group, as a
+database's group commit does (docs/design/worker-cost.md has the measurements).
+
+A group that raises is run again one request at a time, so a request that fails alone
+fails alone: a group never fails together. A database that stays unreachable (with_retry
+gives up) fails the requests of the group, as it would have failed each task's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Generic, TypeVar
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from stapel import chunk_groups
+from stapel.chunk_groups import Finish, Pending
+from stapel.chunks import Claim
+from stapel.db import with_retry
+from stapel.states import ChunkOutcome
+
+log = logging.getLogger(__name__)
+
+MAX_GROUP = 100
+"""At most this many requests in one transaction (River's batch completer's figure)."""
+
+R = TypeVar("R")
+Q = TypeVar("Q")
+
+
+class Group(Generic[Q, R]):
+    """One thread running `run(session, requests)` for every group of waiting requests."""
+
+    def __init__(
+        self,
+        name: str,
+        sessions: sessionmaker[Session],
+        run: Callable[[Session, list[Q]], list[R]],
+    ) -> None:
+        self.name, self.sessions, self.run = name, sessions, run
+        self._waiting: list[tuple[Q, Future[R]]] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.groups = 0
+        self.requests = 0
+
+    def submit(self, request: Q) -> R:
+        """Queue request for the next group and wait for its own result (or exception)."""
+        future: Future[R] = Future()
+        with self._cond:
+            self._waiting.append((request, future))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"committer-{self.name}", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        return future.result()
+
+    def _take(self) -> list[tuple[Q, Future[R]]]:
+        with self._cond:
+            while not self._waiting:
+                self._cond.wait()
+            taken, self._waiting = self._waiting[:MAX_GROUP], self._waiting[MAX_GROUP:]
+            return taken
+
+    def _loop(self) -> None:
+        with self.sessions() as session:
+            while True:
+                self._serve(session, self._take())
+
+    def _serve(self, session: Session, taken: list[tuple[Q, Future[R]]]) -> None:
+        requests = [request for request, _ in taken]
+        self.groups += 1
+        self.requests += len(requests)
+        try:
+            results = with_retry(session, lambda: self.run(session, requests))
+        except Exception as exc:  # each request is tried alone below
+            session.rollback()
+            if len(taken) == 1:
+                taken[0][1].set_exception(exc)
+                return
+            log.warning(
+                "group failed, running its requests one by one group=%s size=%d error=%s",
+                self.name,
+                len(taken),
+                f"{type(exc).__name__}: {exc}"[:300],
+            )
+            for one in taken:
+                self._serve(session, [one])
+            return
+        for (_, future), result in zip(taken, results, strict=True):
+            future.set_result(result)
+
+
+def _claims(worker: str) -> Callable[[Session, list[str]], list[tuple[Claim, Pending] | None]]:
+    def run(session: Session, chunk_ids: list[str]) -> list[tuple[Claim, Pending] | None]:
+        won = chunk_groups.claim_chunks(session, chunk_ids, worker)
+        # a chunk delivered twice into one group: its first request has the claim
+        return [won.pop(chunk_id, None) for chunk_id in chunk_ids]
+
+    return run
+
+
+class Committer:
+    """A worker's claim group and finish group, each its own thread and connection."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+        self._claims: dict[str, Group[str, tuple[Claim, Pending] | None]] = {}
+        self._lock = threading.Lock()
+        self.finishes: Group[Finish, ChunkOutcome] = Group(
+            "finish", sessions, chunk_groups.finish_chunks
+        )
+
+    def claim(self, chunk_id: str, worker: str) -> tuple[Claim, Pending] | None:
+        """Claim a queued chunk with the others waiting; None: not claimable."""
+        with self._lock:
+            group = self._claims.get(worker)
+            if group is None:
+                group = self._claims[worker] = Group("claim", self.sessions, _claims(worker))
+        return group.submit(chunk_id)
+
+    def finish(self, claim: Claim, translations: Sequence = (), learned=None) -> ChunkOutcome:
+        """Finish a chunk with the others waiting (stapel.chunks.finish_chunk's outcome)."""
+        return self.finishes.submit(Finish(claim, tuple(translations), learned))
