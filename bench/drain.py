@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from bench.stack import Stack, cpu_seconds, rss_peak_kib, wait
+from bench.stack import Stack, cpu_seconds, rss_peak_kib, thread_cpu_seconds, wait
 from bench.throughput import TINY_MODEL_DIR, Client, bench_model, body, raw_run, stack_env
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
@@ -64,7 +64,7 @@ def _profile(pid: int, out: str | None) -> subprocess.Popen | None:
     if not out:
         return None
     return subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), "--rate", "200", "--gil", "--nonblocking"]
+        ["py-spy", "record", "--pid", str(pid), "--rate", "200", "--threads", "--nonblocking"]
         + ["--format", "raw", "-o", out],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -100,11 +100,11 @@ def drain(args, texts: list[str]) -> dict:
         )
         spawned = time.perf_counter()
         wait(lambda: _ended(db) > 0, 300, "the first job's end", interval=POLL_S)
-        cpu_first = cpu_seconds(proc.pid)
+        cpu_first, threads_first = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid)
         spy = _profile(proc.pid, args.py_spy)
         first_s = time.perf_counter() - spawned
         wait(lambda: _ended(db) >= len(ids), 3600, f"{len(ids)} jobs ended", interval=0.2)
-        cpu_last = cpu_seconds(proc.pid)
+        cpu_last, threads_last = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid)
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(timeout=60)
@@ -128,6 +128,21 @@ def drain(args, texts: list[str]) -> dict:
         "first_end_after_s": first_s,
         "worker_cpu_ms_per_job": 1000 * (cpu_last - cpu_first) / jobs,
         "worker_peak_rss_mib": rss,
+        "worker_cpu_s_by_thread": _by_thread(proc.pid, threads_first, threads_last),
+    }
+
+
+def _by_thread(pid: int, before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    """The worker's CPU seconds in the drain: its main thread (Celery's consumer), its
+    busiest other threads, and the rest together."""
+    spent = {tid: used - before.get(tid, 0.0) for tid, used in after.items()}
+    main = spent.pop(pid, 0.0)
+    ranked = sorted(spent.values(), reverse=True)
+    return {
+        "main": round(main, 2),
+        **{f"busiest_{n + 1}": round(v, 2) for n, v in enumerate(ranked[:4])},
+        "others": round(sum(ranked[4:]), 2),
+        "others_count": len(ranked[4:]),
     }
 
 
@@ -172,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{row['jobs_per_s']:.0f} jobs/s, {row['segments_per_s']:.0f} segments/s, "
         f"{row['ratio']:.3f} of raw's {raw:.0f}; worker CPU "
         f"{row['worker_cpu_ms_per_job']:.2f} ms/job; peak RSS {row['worker_peak_rss_mib']:.0f} MiB"
+        f"\nworker CPU seconds by thread: {row['worker_cpu_s_by_thread']}"
         f"\nwritten to {out.relative_to(ROOT)}"
     )
 

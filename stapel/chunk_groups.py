@@ -25,11 +25,12 @@ from stapel.chunks import (
     _CLAIMED_ROWS,
     _JOBS,
     _START_JOB,
+    _WRITE_SEGMENT,
     Claim,
     Learned,
     Written,
     _ended_under,
-    _write_segments,
+    segment_rows,
 )
 from stapel.db import with_retry
 from stapel.locking import job_status, lock_jobs, retry_conflicts
@@ -182,8 +183,9 @@ def finish_chunks(session: Session, finishes: Sequence[Finish]) -> list[ChunkOut
     """Write each chunk's last translations, mark it succeeded and end its job if it was
     the last: one transaction for the group, an outcome per chunk (finish_chunk's)."""
     lock_jobs(session, [f.claim.job_id for f in finishes])
-    for f in finishes:  # one statement for all segments: executemany
-        _write_segments(session, f.claim, f.translations, None)
+    rows = [row for f in finishes for row in segment_rows(f.claim, f.translations)]
+    if rows:  # one statement for the group's segments (executemany)
+        session.execute(_WRITE_SEGMENT, rows)
     _store_learned(session, finishes)
     owned = [(f.claim.chunk_id, f.claim.token) for f in finishes]
     won = set(

@@ -318,6 +318,18 @@ _WRITE_SEGMENT = (
 )
 
 
+def segment_rows(claim: Claim, translations: Sequence[Written]) -> list[dict]:
+    """The parameters of `_WRITE_SEGMENT` for a claim's translated segments."""
+    rows = []
+    for row in translations:
+        origin, fp = (row[2], row[3]) if len(row) == 4 else (Origin.MT.value, None)
+        rows.append(
+            {"w_job": claim.job_id, "w_idx": row[0], "w_target": row[1], "w_origin": origin}
+            | {"w_fp": fp}
+        )
+    return rows
+
+
 def _write_segments(
     session: Session,
     claim: Claim,
@@ -325,14 +337,7 @@ def _write_segments(
     learned: Learned | None = None,
 ) -> None:
     if translations:
-        rows = []
-        for row in translations:
-            origin, fp = (row[2], row[3]) if len(row) == 4 else (Origin.MT.value, None)
-            rows.append(
-                {"w_job": claim.job_id, "w_idx": row[0], "w_target": row[1], "w_origin": origin}
-                | {"w_fp": fp}
-            )
-        session.execute(_WRITE_SEGMENT, rows)
+        session.execute(_WRITE_SEGMENT, segment_rows(claim, translations))
     if learned is not None:
         mtcache.store(session, learned.scope, learned.fingerprint, learned.entries)
 

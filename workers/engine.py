@@ -81,6 +81,18 @@ CPU's limits held an H200's one-big job to 0.17 of raw, these to 0.51-0.62
 (docs/performance.md, "GPU")."""
 
 
+PIPELINE_DEPTH = 3
+"""Batches a GPU worker keeps queued on its translator at once (CTranslate2's
+asynchronous translate_batch): one decoding, the next ones waiting, so that the device
+never waits while Python delivers one batch and cuts the next. A CPU worker's threads
+each run one batch at a time, as before: there the translators are the cores."""
+
+
+def pick_in_flight(device: str) -> int:
+    """Return how many batches the batcher keeps queued on the device (0: one at a time)."""
+    return PIPELINE_DEPTH if device == "cuda" else 0
+
+
 def pick_batch_limits(device: str, tokens: int | None, memory: int | None) -> tuple[int, int]:
     """Return (token budget, memory bound) per batch: the settings, or the device's."""
     default_tokens, default_memory = BATCH_LIMITS.get(device, BATCH_LIMITS["cpu"])
@@ -352,6 +364,7 @@ class Engine:
             suffix=source_suffix(found.path),
             name=found.pair,
             parallel=self.parallel,
+            in_flight=pick_in_flight(self.device),
             max_input_tokens=self.max_input_tokens or found_limits.input_tokens,
             lang=found.source,
         )

@@ -108,7 +108,8 @@ def _run_chunk(
         claim, pending = claimed
         with logs.job_context(claim.job_id, claim.chunk_idx):
             outcome = _run_claimed(current, celery, session, claim, pending, worker, queue)
-        announce_end(current.redis, claim.job_id, outcome)
+        if outcome != ChunkOutcome.JOB_SUCCEEDED:  # a finish is announced with its group
+            announce_end(current.redis, claim.job_id, outcome)
         metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
         return outcome
     finally:

@@ -61,7 +61,7 @@ class WorkerState:
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.settings.worker_segments)
-        self.committer = Committer(self.sessions)
+        self.committer = Committer(self.sessions, self.redis)
 
     def hold(self, segments: int, wait_s: float, priority: int = 0, task_id: str = "") -> bool:
         """Take segments into this worker's budget, in line; False: hand the chunk back.
