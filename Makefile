@@ -53,10 +53,18 @@ lock: install-train
 	$(LOCK) -o requirements.lock requirements.txt
 	$(LOCK) -o requirements-gpu.lock requirements-gpu.txt
 
-# Then the API alone (bench/api.py, 32 connections; then paced at issue 20's rates, 500
-# POSTs/s and 3,000 status reads/s): it needs wrk (apt-get install wrk).
+# The CPU table; the worker's own capacity on the tiny model (bench/drain.py: SQLite, and
+# PostgreSQL when STAPEL_BENCH_POSTGRES_URL names a database of its own) and many small
+# jobs end to end on it; then the API alone (bench/api.py, 32 connections; then paced at
+# 500 POSTs/s and 3,000 status reads/s): it needs wrk (apt-get install wrk).
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
+	env -u DATABASE_URL $(BIN)/python -m bench.drain --name drain-sqlite --repeat 3
+	@if [ -n "$$STAPEL_BENCH_POSTGRES_URL" ]; then \
+		DATABASE_URL=$$STAPEL_BENCH_POSTGRES_URL $(BIN)/python -m bench.drain \
+			--name drain-postgresql --repeat 3; \
+	else echo "bench.drain on PostgreSQL skipped: set STAPEL_BENCH_POSTGRES_URL"; fi
+	$(BIN)/python -m bench.throughput --name tiny --tiny --small-only --docs 2000 --decode 8
 	@if command -v wrk >/dev/null; then \
 		$(BIN)/python -m bench.api --connections 32 --post-rate 500 --get-rate 3000 \
 			--out bench/results/api.json; \

@@ -25,6 +25,7 @@ import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from stapel import chunk_groups
+from stapel.broker import fast_lane
 from stapel.chunk_groups import Finish, Pending
 from stapel.chunks import Claim
 from stapel.db import with_retry
@@ -35,10 +36,11 @@ log = logging.getLogger(__name__)
 
 MAX_GROUP = 100
 """At most this many requests in one transaction (River's batch completer's figure)."""
-LINGER_S = 0.003
+LINGER_S = 0.01
 """Under load (a group ended within BUSY_S), a group waits this long for more requests
 (or for MAX_GROUP) before it runs, so its cost is shared by more chunks. A request on an
-idle worker runs at once."""
+idle worker runs at once, and so does one of the interactive lane or a small urgent job
+(stapel.broker.fast_lane): a caller waits on it."""
 BUSY_S = 0.05
 
 R = TypeVar("R")
@@ -56,6 +58,8 @@ class Group(Generic[Q, R]):
     ) -> None:
         self.name, self.sessions, self.run = name, sessions, run
         self._waiting: list[tuple[Q, Future[R]]] = []
+        self._urgent = False
+        """A request waiting now must not linger (stapel.broker.fast_lane)."""
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self.groups = 0
@@ -63,11 +67,13 @@ class Group(Generic[Q, R]):
         self._ended = 0.0
         """When the last group ended: a request soon after lingers for company."""
 
-    def submit(self, request: Q) -> R:
-        """Queue request for the next group and wait for its own result (or exception)."""
+    def submit(self, request: Q, urgent: bool = False) -> R:
+        """Queue request for the next group and wait for its own result (or exception);
+        an urgent one ends the group's linger."""
         future: Future[R] = Future()
         with self._cond:
             self._waiting.append((request, future))
+            self._urgent = self._urgent or urgent
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._loop, name=f"committer-{self.name}", daemon=True
@@ -82,9 +88,14 @@ class Group(Generic[Q, R]):
                 self._cond.wait()
             if time.monotonic() - self._ended < BUSY_S:  # under load: let the group fill
                 deadline = time.monotonic() + LINGER_S
-                while len(self._waiting) < MAX_GROUP and (left := deadline - time.monotonic()) > 0:
+                while (
+                    not self._urgent
+                    and len(self._waiting) < MAX_GROUP
+                    and (left := deadline - time.monotonic()) > 0
+                ):
                     self._cond.wait(left)
             taken, self._waiting = self._waiting[:MAX_GROUP], self._waiting[MAX_GROUP:]
+            self._urgent = False
             return taken
 
     def _loop(self) -> None:
@@ -148,14 +159,17 @@ class Committer:
         self._lock = threading.Lock()
         self.finishes: Group[Finish, ChunkOutcome] = Group("finish", sessions, _finishes(client))
 
-    def claim(self, chunk_id: str, worker: str) -> tuple[Claim, Pending] | None:
+    def claim(
+        self, chunk_id: str, worker: str, urgent: bool = False
+    ) -> tuple[Claim, Pending] | None:
         """Claim a queued chunk with the others waiting; None: not claimable."""
         with self._lock:
             group = self._claims.get(worker)
             if group is None:
                 group = self._claims[worker] = Group("claim", self.sessions, _claims(worker))
-        return group.submit(chunk_id)
+        return group.submit(chunk_id, urgent)
 
     def finish(self, claim: Claim, translations: Sequence = (), learned=None) -> ChunkOutcome:
         """Finish a chunk with the others waiting (stapel.chunks.finish_chunk's outcome)."""
-        return self.finishes.submit(Finish(claim, tuple(translations), learned))
+        urgent = fast_lane(claim.priority, claim.end - claim.first)
+        return self.finishes.submit(Finish(claim, tuple(translations), learned), urgent)

@@ -80,6 +80,7 @@ def run_chunk(
                 queue,
                 0 if interactive or urgent else segments,
                 place,
+                interactive or urgent,
             )
     finally:
         with current.lock:
@@ -95,6 +96,7 @@ def _run_chunk(
     queue: str,
     segments: int | None,
     place: tuple[int, str],
+    fast: bool = False,
 ) -> str:
     if segments is None:
         segments = with_retry(session, lambda: chunk_size(session, chunk_id))
@@ -102,7 +104,7 @@ def _run_chunk(
     if segments and not current.hold(segments, current.settings.defer_s, *place):
         return _hand_back(current, celery, session, chunk_id)
     try:
-        claimed = current.committer.claim(chunk_id, worker)  # with the others waiting
+        claimed = current.committer.claim(chunk_id, worker, fast)  # with the others waiting
         if claimed is None:
             return _skipped(session, chunk_id, worker)
         claim, pending = claimed

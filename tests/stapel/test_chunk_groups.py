@@ -115,3 +115,18 @@ def test_a_group_that_raises_runs_its_requests_alone(session):
     assert results[1] == 2 and results[2] == 4 and results[4] == 8
     assert isinstance(results[13], ValueError)
     assert group.groups == 5  # the first, the group of three, then its three alone
+
+
+def test_under_load_a_group_lingers_for_company_but_not_for_an_urgent_request(session, monkeypatch):
+    monkeypatch.setattr("workers.committer.LINGER_S", 60.0)
+    monkeypatch.setattr("workers.committer.BUSY_S", 60.0)  # every group counts as under load
+    group = Group("test", make_session_factory(session.get_bind()), lambda _s, r: list(r))
+    assert group.submit(1) == 1  # idle: at once; the next group counts as under load
+    results: dict[int, int] = {}
+    waiting = threading.Thread(target=lambda: results.update({2: group.submit(2)}))
+    waiting.start()
+    wait_for(lambda: group._waiting, timeout=10, what="a request lingering")
+    assert 2 not in results  # it waits for company (up to LINGER_S)
+    assert group.submit(3, urgent=True) == 3  # a caller waits: the group runs now
+    waiting.join(10)
+    assert results == {2: 2} and group.requests == 3 and group.groups == 2
