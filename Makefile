@@ -5,8 +5,8 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 PROCESSES ?= web worker_control worker_callbacks beat flower autoscaler demo
 
-# `make chromium` installs the browser the Flower test drives (Debian, as root).
-.PHONY: chromium install install-train migrate run test lint lock bench bench-reuse bench-peer bench-model models clean
+# `make chromium` installs the browser the page and Flower tests drive (Debian, as root).
+.PHONY: chromium install install-test install-train hooks migrate run test test-fast lint lock bench bench-compare bench-reuse bench-peer bench-model models clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,13 +16,24 @@ $(VENV)/.installed: requirements.txt
 
 install: $(VENV)/.installed
 
-# Test tools and training dependencies (torch CPU, sacrebleu): the test suite builds a
-# tiny model with training/build.py so that the build cannot rot; serving needs neither.
-$(VENV)/.installed-train: $(VENV)/.installed requirements-test.txt requirements-train.txt
+# Test tools (pytest, ruff, mypy, ...) without torch: enough for `make test-fast` and lint.
+$(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+install-test: $(VENV)/.installed-test
+
+# Training dependencies (torch CPU, sacrebleu) on top: the whole suite builds a tiny model
+# with training/build.py so that the build cannot rot; serving needs neither.
+$(VENV)/.installed-train: $(VENV)/.installed-test requirements-train.txt
 	$(BIN)/python -m pip install --quiet -r requirements-train.txt
 	touch $@
 
 install-train: $(VENV)/.installed-train
+
+# Ruff and mypy before each commit (.pre-commit-config.yaml), from this virtual environment.
+hooks: $(VENV)/.installed-test
+	$(BIN)/pre-commit install
 
 migrate: install
 	$(BIN)/alembic upgrade head
@@ -34,11 +45,18 @@ run: migrate
 	$(BIN)/python -m stapel.embedded_redis ensure
 	$(BIN)/honcho start $(PROCESSES)
 
+# The whole suite, as CI runs it.
 test: install-train lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# ruff (lint and format) on everything, mypy on the core package, hadolint on the image.
-lint: install-train
+# The unit tier: no process of a test's own, no Celery worker, no torch, no lint.
+FAST_TIER := not e2e and not fault and not slow and not process
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m "$(FAST_TIER)" $(PYTEST_ARGS)
+
+# ruff (lint and format) on everything, mypy on the packages pyproject.toml names
+# (stapel, app, workers, autoscaler, stapel_cli), hadolint on the image.
+lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -53,10 +71,13 @@ lock: install-train
 	$(LOCK) -o requirements.lock requirements.txt
 	$(LOCK) -o requirements-gpu.lock requirements-gpu.txt
 
-# The CPU table; the worker's own capacity on the tiny model (bench/drain.py: SQLite, and
-# PostgreSQL when STAPEL_BENCH_POSTGRES_URL names a database of its own) and many small
-# jobs end to end on it; then the API alone (bench/api.py, 32 connections; then paced at
-# 500 POSTs/s and 3,000 status reads/s): it needs wrk (apt-get install wrk).
+# Stapel against CTranslate2 alone (bench/throughput.py); the worker's own capacity on the
+# tiny model (bench/drain.py: SQLite, and PostgreSQL when STAPEL_BENCH_POSTGRES_URL names
+# a database of its own) and many small jobs end to end on it; then the API alone
+# (bench/api.py: 32 connections as fast as it answers, then paced at 500 POSTs/s and
+# 3,000 status reads/s for the latency at those rates); the API part needs wrk
+# (apt-get install wrk). Runs are written to bench/runs/; `make bench-compare
+# RUN=bench/runs/cpu.json` sets one against its baseline.
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
 	env -u DATABASE_URL $(BIN)/python -m bench.drain --name drain-sqlite --repeat 3
@@ -66,9 +87,11 @@ bench: install
 	else echo "bench.drain on PostgreSQL skipped: set STAPEL_BENCH_POSTGRES_URL"; fi
 	$(BIN)/python -m bench.throughput --name tiny --tiny --small-only --docs 2000 --decode 8
 	@if command -v wrk >/dev/null; then \
-		$(BIN)/python -m bench.api --connections 32 --post-rate 500 --get-rate 3000 \
-			--out bench/results/api.json; \
+		$(BIN)/python -m bench.api --connections 32 --post-rate 500 --get-rate 3000; \
 	else echo "bench.api skipped: it needs wrk (apt-get install wrk)"; fi
+
+bench-compare:
+	$(BIN)/python -m bench.compare $(RUN)
 
 bench-reuse: install
 	$(BIN)/python -m bench.reuse --name reuse $(BENCH_ARGS)

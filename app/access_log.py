@@ -140,7 +140,8 @@ class _Counted:
     """The app's body, counting the bytes sent; calls done(sent) once, when closed."""
 
     def __init__(self, body: Iterable[bytes], done: Callable[[int], None]) -> None:
-        self._body, self._done, self.sent = body, done, 0
+        self._body, self.sent = body, 0
+        self._done: Callable[[int], None] | None = done
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self._body:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import redis
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 from app.access_log import AccessLog
 from app.api import errors, health, v1
@@ -25,8 +26,16 @@ from stapel.presence import ServedQueues
 from stapel.settings import Settings
 
 
+class OrderedJSON(DefaultJSONProvider):
+    """Flask's JSON, with keys in the order the code writes them."""
+
+    sort_keys = False
+
+
 class App(Flask):
     """Flask, asking once per function whether it must be run as a coroutine."""
+
+    json_provider_class = OrderedJSON
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -50,7 +59,6 @@ def create_app(overrides: dict | None = None) -> Flask:
     logs.set_request_context(request_context)
     app = App(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    app.json.sort_keys = False
     engine = make_engine(settings.database_url)
     sessions = make_session_factory(engine)
     client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)

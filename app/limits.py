@@ -25,9 +25,8 @@ have none. The limit is checked in the view, once the key is authenticated (the 
 blueprint sets g.tenant_id first), so it is keyed by the tenant's id and no key reaches
 Redis. When Redis is unreachable the limiter fails open: the request is served and a
 warning logged; the submission path itself then answers 503 (its quota and queue need
-Redis). (Flask-Limiter did the same until 2026-12-03, evaluating every limit's filters
-and running its check twice per request; until 2026-12-04 every limited request was one
-round trip: docs/performance.md, "2026-12-04".)
+Redis). Leases exist because a round trip per request was a third of a status read's
+CPU (docs/design/rate-limit-leases.md).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class Stapel:
     celery: Celery
     redis: redis.Redis
     served: ServedQueues
-    metrics: CollectorRegistry | None = None
+    metrics: CollectorRegistry
 
     def dispose(self) -> None:
         """Close the pools' connections (the reader's too, where it has its own)."""

@@ -34,7 +34,8 @@ def read_counts(session: Session, pool: str) -> PoolCounts:
         .distinct()
         .where(Chunk.pool == pool, Chunk.status == "running", Chunk.worker.is_not(None))
     ).all()
-    return PoolCounts(by_status.get("running", 0), by_status.get("queued", 0), frozenset(workers))
+    busy = frozenset(name for name in workers if name is not None)
+    return PoolCounts(by_status.get("running", 0), by_status.get("queued", 0), busy)
 
 
 def worker_views(

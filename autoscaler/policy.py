@@ -61,10 +61,11 @@ def decide(
     if wanted == current:
         return Decision(current, wanted, "steady", PolicyState())
     if state.below_since is None:
-        state = PolicyState(below_since=now, window_peak=wanted)
+        since, peak = now, wanted
     else:
-        state = PolicyState(state.below_since, max(state.window_peak, wanted))
-    if now - state.below_since < limits.scale_down_delay_s:
+        since, peak = state.below_since, max(state.window_peak, wanted)
+    state = PolicyState(since, peak)
+    if now - since < limits.scale_down_delay_s:
         return Decision(current, wanted, "waiting_delay", state)
     target = max(state.window_peak, load.busy_workers)
     if target >= current:

@@ -17,7 +17,7 @@ queued: the bench marks the queued jobs finished every `--finish-every` seconds 
 the rows run (as workers keeping up would end them), so the tenant stays under the
 service's default jobs-in-flight quota (1,000, on) and every row starts with none in
 flight. `--finish-every 0` ends them only between rows, with the quota raised to
-10,000,000 (the bench before 2026-12-03: a row's jobs pile up).
+10,000,000 (a row's jobs then pile up, and the in-flight count reads them all).
 
 By default each connection sends its next request as soon as the last is answered (a
 closed loop: the rows measure the most the web takes, and the latency of a queue kept
@@ -45,16 +45,15 @@ import requests
 from sqlalchemy import func, insert, select, update
 
 from bench.stack import ROOT, Stack, cpu_seconds
+from bench.stamp import run_path, write_run
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from stapel.tables import Job, new_id, utcnow
 
-RESULTS = ROOT / "bench" / "results"
-
 POST_LUA = """
 -- wrk runs one Lua state per thread, each with the same random seed: the thread's own
 -- number (set from setup) keeps their Idempotency-Keys apart, or half the POSTs would be
--- replays of the other thread's (the bench before 2026-12-04).
+-- replays of the other thread's, cheaper than a new job.
 local threads = 0
 setup = function(thread)
   threads = threads + 1
@@ -206,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--web-threads", type=int, default=None, help="threads per process (the Procfile's)"
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "api.json")
+    parser.add_argument("--out", type=Path, default=run_path("api"))
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         raise SystemExit("bench.api needs wrk: apt-get install wrk")
@@ -234,8 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         results["database"] = stack.env["DATABASE_URL"].split(":", 1)[0]
         results["history"] = args.history
         results["web"] = f"{workers} processes x {threads} threads"
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        write_run(args.out, results)
         print(json.dumps(results, indent=2))
     finally:
         stack.stop()

@@ -8,7 +8,7 @@ and an embedded Redis (INFO commandstats counts the operations). Submits `jobs`
 one-segment jobs from 8 client threads and waits until all are done. Reports: POSTs/s
 and the web's CPU seconds per job (jobs/s per core = 1 / that), DB transactions, rows
 inserted, updated and deleted per job, Redis commands per job by command. Writes
-bench/results/<name>.json.
+bench/runs/<name>.json.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import redis
 from sqlalchemy import create_engine, text
 
 from bench.stack import Stack
+from bench.stamp import run_path, write_run
 from bench.throughput import Client, body
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
@@ -106,8 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         }
     finally:
         stack.stop()
-    out = ROOT / "bench" / "results" / f"{args.name}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    write_run(run_path(args.name), results)
     print(json.dumps(results, indent=2))
 
 

@@ -9,13 +9,13 @@ tiny random model with the MT cache off, so that what is measured is the stack's
 per job, the regime a GPU's speed puts a worker in. The drain is timed from the first
 job's end to the last's (the database's clock: `finished_at`), and the worker's CPU
 time over the same span (from /proc, robust to a noisy machine), so start-up is left
-out. Raw is CTranslate2 alone on the same segments. Writes bench/results/<name>.json.
+out. Raw is CTranslate2 alone on the same segments. Writes the run to
+bench/runs/<name>.json (bench/stamp.py), or --out.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import signal
@@ -29,13 +29,13 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from bench.stack import Stack, cpu_seconds, rss_peak_kib, thread_cpu_seconds, wait
+from bench.stamp import run_path, write_run
 from bench.throughput import TINY_MODEL_DIR, Client, bench_model, body, raw_run, stack_env
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from training.random_model import pseudo_corpus
 from workers.command import worker_command
 
-ROOT = Path(__file__).resolve().parent.parent
 SUBMITTERS = 16
 POLL_S = 0.02
 """How often the first end is looked for (the worker's CPU is read then)."""
@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--web-processes", type=int, default=None)
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the worker")
+    parser.add_argument("--out", default=None, help="where to write the run")
     parser.add_argument("--py-spy", default=None, help="record the drain with py-spy here")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -180,15 +181,14 @@ def main(argv: list[str] | None = None) -> None:
         "runs_jobs_per_s": [r["jobs_per_s"] for r in runs],
         "runs_cpu_ms_per_job": [r["worker_cpu_ms_per_job"] for r in runs],
     }
-    out = ROOT / "bench" / "results" / f"{args.name}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_run(Path(args.out) if args.out else run_path(args.name), results)
     print(
         f"drain ({row['database']}, {row['jobs']} one-segment jobs, one worker): "
         f"{row['jobs_per_s']:.0f} jobs/s, {row['segments_per_s']:.0f} segments/s, "
         f"{row['ratio']:.3f} of raw's {raw:.0f}; worker CPU "
         f"{row['worker_cpu_ms_per_job']:.2f} ms/job; peak RSS {row['worker_peak_rss_mib']:.0f} MiB"
         f"\nworker CPU seconds by thread: {row['worker_cpu_s_by_thread']}"
-        f"\nwritten to {out.relative_to(ROOT)}"
+        f"\nwritten to {out}"
     )
 
 

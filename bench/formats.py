@@ -1,7 +1,7 @@
 """A 2,000-unit XLIFF file against the same sentences sent as plain segments.
 
-    python -m bench.formats --model base      # bench/results/formats-base.json
-    python -m bench.formats --model demo      # bench/results/formats-demo.json
+    python -m bench.formats --model base      # bench/runs/formats-base.json
+    python -m bench.formats --model demo      # bench/runs/formats-demo.json
 
 One stack (the web, one cpu worker) on either the Transformer-base sized model of
 `make bench` (random weights, 40 output tokens a segment: the cost of a real model, so
@@ -32,6 +32,7 @@ from xml.sax.saxutils import escape
 import requests
 
 from bench.stack import Stack, wait
+from bench.stamp import run_path, write_run
 from bench.throughput import bench_model
 from stapel.db import make_engine, make_session_factory
 from stapel.formats import inline
@@ -151,8 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         "cpu_ratio": round(plain_cpu / tagged_cpu, 3),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
-    out = ROOT / "bench" / "results" / f"formats-{args.model}.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    write_run(run_path(f"formats-{args.model}"), report)
     print(json.dumps({k: v for k, v in report.items() if k != "rounds"}, indent=2))
 
 

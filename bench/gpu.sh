@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The throughput table of bench/throughput.py on a GPU (made for a lent H200): one
-# command, under 8 minutes (about 90 s on an H200 on 2026-12-04, the model's build
+# The throughput table of bench/throughput.py on a GPU: one command, under 8 minutes
+# (about 90 s on an NVIDIA H200, the model's build
 # included). Needs the project's virtualenv (`make install`) and the CUDA build of
 # CTranslate2 that the ctranslate2 wheel ships; builds the Transformer-base benchmark
 # model into .cache/models/ on first use. PYTHON=... runs it with another interpreter

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pack the runtime set for a GPU machine that reaches no package registry (how
-# bench/gpu.sh ran on a lent H200, docs/performance.md "GPU"):
+# docs/performance.md's GPU table was measured):
 #
 #   bench/gpu_bundle.sh [python-version]        # default 3.12: the machine's Python
 #

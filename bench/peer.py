@@ -10,7 +10,7 @@ once per configuration (`--load-only en,de`, no API keys) and sends it the many-
 jobs (one POST /translate per job, `q` a list, 32 at once) and the one-big job (one POST
 with every segment). A launcher pins every translate_batch to --decode output tokens,
 as Stapel's bench pins its own. Raw CTranslate2 and Stapel run the same segments in the
-same run. Writes bench/results/<name>.json and prints a table.
+same run. Writes bench/runs/<name>.json and prints a table.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import requests
 import sentencepiece as spm
 
 from bench.stack import Stack, cpu_seconds, free_port, wait
+from bench.stamp import run_path, write_run
 from bench.throughput import (
     ROOT,
     SUBMITTERS,
@@ -368,8 +369,7 @@ def main(argv: list[str] | None = None) -> None:
         "segments": {"many_small": sum(map(len, docs)), "jobs": len(docs), "one_big": len(big)},
         "rows": rows,
     }
-    out = ROOT / "bench" / "results" / f"{args.name}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_run(run_path(args.name), results)
     print_table(results, out)
 
 

@@ -8,7 +8,7 @@ Times REPEAT calls of the progress read against as many plain status reads, medi
 p90 of each.
 
     python -m bench.progress [--segments 200000] [--documents 30] [--repeat 20]
-    # writes bench/results/progress-<sqlite|postgresql>.json
+    # writes bench/runs/progress-<sqlite|postgresql>.json
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from sqlalchemy import func, select, update
 
 from app import create_app
 from bench.stack import Stack
+from bench.stamp import run_path, write_run
 from stapel.keys import create_key
 from stapel.settings import ROOT
 from stapel.tables import Chunk, Segment
-
-RESULTS = ROOT / "bench" / "results"
 
 
 def timed(client, path: str, headers: dict, repeat: int) -> dict:
@@ -111,9 +110,7 @@ def main() -> None:
     args = parser.parse_args()
     result = run(args.segments, args.documents, args.repeat)
     print(json.dumps(result, indent=2))
-    (RESULTS / f"progress-{result['database']}.json").write_text(
-        json.dumps(result, indent=2) + "\n"
-    )
+    write_run(run_path(f"progress-{result['database']}"), result)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Translate each sentence once: Stapel with its MT cache and dedup against raw CTranslate2.
 
-    python -m bench.reuse --name reuse           # writes bench/results/reuse.json
+    python -m bench.reuse --name reuse           # writes bench/runs/reuse.json
     python -m bench.reuse --name reuse-quick --docs 40 --decode 16
 
 A seeded corpus of small jobs (1-5 segments each, --docs of them) where a third of the
@@ -24,7 +24,6 @@ Same stack and settings as bench.throughput (one worker, the Transformer-base ra
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -32,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from bench.stack import Stack, free_port
+from bench.stamp import run_path, write_run
 from bench.throughput import (
     ROOT,
     WARM_UP_DOCS,
@@ -191,8 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         ),
     }
-    out = ROOT / "bench" / "results" / f"{args.name}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_run(run_path(args.name), results)
     print(f"\n{len(flat)} segments ({len(distinct)} distinct) in {args.docs} jobs")
     print("| row | segments/s | ratio to raw (no memory) |\n|---|---:|---:|")
     print(f"| raw CTranslate2, one call | {raw:.1f} | 1.00 |")

@@ -8,13 +8,12 @@ workers, each with STAPEL_THREADS translation threads (1: this machine has 2 cor
 the goal is 2 workers >= 1.8x the segments/s of 1. Then the local autoscaler, started
 with one worker (min 1, max 2, no standby): time from the backlog's submit and from the
 second worker's start until that worker claims its first chunk. Writes
-bench/results/<name>.json and prints a table.
+bench/runs/<name>.json and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from bench.stack import Stack, wait
+from bench.stamp import run_path, write_run
 from bench.throughput import PAIR, Client, bench_model, body
 from stapel.broker import make_celery
 from stapel.db import make_engine, make_session_factory
@@ -208,8 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     results["speedup"] = round(two["segments_per_s"] / one["segments_per_s"], 3)
     if not args.no_autoscaler:
         results["autoscaled"] = autoscaled(args, jobs)
-    out = ROOT / "bench" / "results" / f"{args.name}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_run(run_path(args.name), results)
     print_table(results)
     print(f"\nwrote {out}")
 

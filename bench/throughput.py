@@ -7,7 +7,7 @@ Rows: raw (one translate_batch over all segments in one process), many small (HT
 of 1-5 segments sent at once), one big (one job), naive (one segment per call).
 Also: POST /v1/jobs latency and throughput, submit-to-done of a one-segment job on an
 idle worker, and the peak RSS of web and worker while a huge job is submitted and runs.
-Writes bench/results/<name>.json and prints a table.
+Writes bench/runs/<name>.json and prints a table.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
 from bench.stack import Stack, cpu_seconds, free_port, rss_peak_kib, thread_cpu_seconds, wait
+from bench.stamp import run_path, write_run
 from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from training.random_model import build as build_tiny
@@ -162,8 +163,8 @@ def naive_rate(path: Path, texts: list[str], args) -> float:
 
 
 def progress(what: str, values: list[float]) -> None:
-    """Print a figure as soon as it is measured: a run cut off by a time limit (a lent
-    GPU's) still reports what it reached."""
+    """Print a figure as soon as it is measured: a run cut off by a time limit (a GPU
+    machine held for minutes) still reports what it reached."""
     print(f"  {what}: " + ", ".join(f"{v:.1f}" for v in values), flush=True)
 
 
@@ -549,8 +550,7 @@ def main(argv: list[str] | None = None) -> None:
     results["submit"] = {k: small[k] for k in ("submit_jobs_per_s", "post_p50_ms", "post_p99_ms")}
     if not args.small_only:
         big_rows(results, raw_big, large, naive, latency, rss)
-    out = ROOT / "bench" / "results" / f"{args.name}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_run(run_path(args.name), results)
     print_table(results, out)
 
 

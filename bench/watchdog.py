@@ -8,7 +8,7 @@ waiting in the `cpu` list (a real Redis, a SQLite file or DATABASE_URL). Times o
 the old way (stapel.broker.waiting_task_ids reads and parses every message, then
 reconcile checks every old queued chunk) and the new way (stapel.liveness: list lengths
 against a count; nothing lost, so only never-sent chunks are selected). Writes
-bench/results/<name>.json.
+bench/runs/<name>.json.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from alembic.config import Config
 from sqlalchemy import delete, insert
 
 from bench.stack import free_port
+from bench.stamp import run_path, write_run
 from stapel.broker import waiting_task_ids
 from stapel.db import make_engine, make_session_factory
 from stapel.embedded_redis import start_server, wait_until_reachable
@@ -127,9 +128,8 @@ def main(argv: list[str] | None = None) -> None:
             new = timed(lambda: new_pass(sessions, client), args.repeat)
             rows.append({"backlog": backlog, "old_pass_ms": old * 1000, "new_pass_ms": new * 1000})
             print(f"backlog {backlog:>7}: old pass {old * 1000:8.1f} ms, new {new * 1000:6.1f} ms")
-        out = ROOT / "bench" / "results" / f"{args.name}.json"
         db = database_url.split(":", 1)[0]
-        out.write_text(json.dumps({"name": args.name, "db": db, "rows": rows}, indent=2) + "\n")
+        out = write_run(run_path(args.name), {"name": args.name, "db": db, "rows": rows})
         print(f"wrote {out}")
     finally:
         server.terminate()

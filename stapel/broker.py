@@ -1,4 +1,10 @@
-"""Sending chunk tasks by name, and reading which task messages the broker still holds."""
+"""The broker's side of a send: a task message built as Celery would and pushed onto Redis.
+
+`send_chunk` carries out one chunk's send, given its queue and priority; which chunks go,
+to which queue and at which priority is stapel.dispatch's decision. Also here: the map
+from the API's priorities to Redis's, and reading which task messages Redis still holds
+(for the watchdog).
+"""
 
 from __future__ import annotations
 
@@ -15,17 +21,11 @@ import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-from stapel.celery_config import CALLBACK_QUEUE, celery_config
+from stapel.celery_config import CALLBACK_QUEUE, CALLBACK_TASK, TRANSLATE_TASK, celery_config
 from stapel.presence import read_all, reserved_task_ids
 from stapel.settings import Settings
 
 log = logging.getLogger(__name__)
-
-TRANSLATE_TASK = "stapel.translate_chunk"
-"""The stable name of the task that translates one chunk."""
-CALLBACK_TASK = "stapel.deliver_callback"
-"""The stable name of the task that delivers one job's callback."""
-WATCHDOG_TASK = "stapel.watchdog"
 
 PRIORITY_SEP = ":"
 

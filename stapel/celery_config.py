@@ -1,4 +1,6 @@
-"""The Celery configuration of every Stapel process, built from its `Settings`."""
+"""The Celery configuration of every Stapel process, built from its `Settings`: queue and
+task names, and every Celery setting (the web's sending app and the workers', beat's and
+Flower's app alike). celeryconfig.py and stapel.broker.make_celery only load it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,13 @@ CONTROL_QUEUE = "control"
 CALLBACK_QUEUE = "callbacks"
 """Callback deliveries: their own queue and worker process, so a slow receiver can take
 no slot of the watchdog's or of a translation's."""
+
+TRANSLATE_TASK = "stapel.translate_chunk"
+"""The stable name of the task that translates one chunk."""
+CALLBACK_TASK = "stapel.deliver_callback"
+"""The stable name of the task that delivers one job's callback."""
+WATCHDOG_TASK = "stapel.watchdog"
+"""The stable name of the reconciler's task, which beat sends."""
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -59,9 +68,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": True,
         "task_send_sent_event": False,
         "worker_hijack_root_logger": False,
+        "worker_consumer": "workers.consumer:Consumer",  # task events coalesced
         "beat_schedule": {
             "watchdog": {
-                "task": "stapel.watchdog",
+                "task": WATCHDOG_TASK,
                 "schedule": settings.watchdog_interval_s,
                 # no `expires`: it compares beat's clock with the worker's; a pass takes
                 # a turn in Redis instead (workers.control.take_turn)

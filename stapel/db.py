@@ -87,7 +87,7 @@ def make_reader(engine: Engine) -> Engine:
 PING_IDLE_S = 2.0
 """A database server's pooled connection is pinged when it is taken after lying idle this
 long, not at every checkout (SQLAlchemy's pool_pre_ping): a ping is a round trip, a
-fifth of a status read on PostgreSQL (docs/performance.md, 2026-12-05). A connection
+fifth of a status read on PostgreSQL (docs/design/status-read.md). A connection
 that breaks while in steady use fails its next statement instead, and that disconnect
 error makes SQLAlchemy replace every connection of the pool opened before it at its next
 checkout, so the error reaches the requests running at that moment, not later ones. (A
@@ -282,8 +282,8 @@ class Checkpointer:
     SQLite's own checkpoint runs inside the COMMIT that takes the WAL past 1,000 pages
     (`wal_autocheckpoint`): that writer copies them to the database file and syncs it
     while holding the turn, so every writer of every process waits 5-10 ms behind it,
-    several times a second under load (docs/performance.md, "2026-12-05, fourth
-    session"). Here the pooled connections have it off; a commit wakes this thread,
+    several times a second under load (docs/design/sqlite-write-turn.md). Here the
+    pooled connections have it off; a commit wakes this thread,
     which waits CHECKPOINT_AFTER_S and runs a PASSIVE checkpoint on a connection of its
     own, beside the writers (a PASSIVE checkpoint takes no write lock and waits for
     nobody). A checkpoint is complete when no commit came during it, and the next writer

@@ -1,7 +1,8 @@
-"""Sending chunk tasks: the one place that decides a message's priority and queue.
+"""Dispatching chunks: which to send, to which queue, at which priority; marking them sent.
 
-Every path that sends a chunk (the submit route, a worker's hand-back or requeue, the
-watchdog's resend, the operator's requeue) calls `dispatch`, so they all agree:
+The send itself is stapel.broker's (`send_chunk`). Every path that sends a chunk (the
+submit route, a worker's hand-back or requeue, the watchdog's resend, the operator's
+requeue) calls `dispatch`, so they all agree:
 - the priority is the job's `dispatch_priority`, decided once at submit (fair share
   included) and stored on the row, so a resend has the same one as the first send;
 - the queue is decided by `route`, and locality is a preference, never a trap: a chunk

@@ -3,9 +3,9 @@
 A process holds 100,000 objects or more once it has started (imports, SQLAlchemy's,
 Flask's and Celery's tables), nearly all alive until it ends, and every full (generation
 2) collection walked them all with the GIL held: 43-112 ms in a web process, 70-172 ms
-in a worker, every thread of the process stalled (docs/performance.md, 2026-12-05, third
-session). Frozen (`gc.freeze`), they are skipped: a full collection then took 1-2 ms in
-a web process and about 11 ms in a worker (what its models and batches keep).
+in a worker, every thread of the process stalled (docs/design/gc-freeze.md). Frozen
+(`gc.freeze`), they are skipped: a full collection then took 1-2 ms in a web process and
+about 11 ms in a worker (what its models and batches keep).
 
 Only for a process that serves until it ends, and only what it keeps: an object frozen
 and later dropped inside a reference cycle is never freed. A worker freezes before it

@@ -3,11 +3,12 @@
 kombu's Redis channel builds a new `redis.Redis` around its connection pool for every
 publish, acknowledgement and queue operation (`Channel.conn_or_acquire`), and redis-py
 builds a table of some 200 response callbacks in each: about 60 us a call here, several
-calls per task (its events, its message's place among the unacknowledged, its ack),
-15% of a worker's own Python time when translation is cheap (docs/performance.md,
-2026-12-05). A Redis client on a connection pool is safe to share between threads (each
-command takes a connection from the pool for its length), so this channel keeps one and
-builds it again only when the pool is a new one (after a fork or a reconnect).
+calls per task (its events, its message's place among the unacknowledged, its ack), 15%
+of a worker's own Python time when translation is cheap
+(docs/design/kombu-redis-clients.md). A Redis client on a connection pool is safe to
+share between threads (each command takes a connection from the pool for its length), so
+this channel keeps one and builds it again only when the pool is a new one (after a fork
+or a reconnect).
 
 Acknowledgements go out together (`QoS`): on a worker's event loop an ack frees the
 message's prefetch slot at once, and its removal from Redis's `unacked` hash and index

@@ -15,7 +15,6 @@ import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -125,7 +124,7 @@ IMPORT_BATCH = 1000
 def create(
     session: Session,
     tenant_id: str,
-    stream: IO[bytes],
+    stream: tmxread.Readable,
     pair: tuple[str, str],
     *,
     name: str | None,

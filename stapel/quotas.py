@@ -83,7 +83,7 @@ def next_reset(now: datetime) -> datetime:
 # whatever the plan: PostgreSQL's plan for `status IN (...)` on a table without statistics
 # yet (a new database, until its first analyze) bounded the scan by the tenant alone and
 # filtered the status, reading the tenant's whole history at every submission, and a
-# prepared statement keeps its plan (docs/performance.md, "2026-12-05, seventh session").
+# prepared statement keeps its plan (docs/design/in-flight-count-plan.md).
 _ACTIVE_IDS = union_all(
     *(
         select(Job.id).where(Job.tenant_id == bindparam("tenant"), Job.status == state)

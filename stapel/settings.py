@@ -1,8 +1,8 @@
 """Every setting Stapel reads, parsed from the environment in one place per process.
 
-Each field names its environment variable and its default once (`setting(...)`); the
-README's table lists them. `current()` is the process's one `Settings`; the Celery
-configuration (`stapel.celery_config`) is built from it too.
+Each field names its environment variable and its default once (`setting(...)`); the table
+in docs/configuration.md lists them. `current()` is the process's one `Settings`; the
+Celery configuration (`stapel.celery_config`) is built from it too.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def env_bool(env: dict, name: str, default: bool) -> bool:
 
 @dataclass(frozen=True)
 class Settings:
-    """Every setting Stapel reads, parsed to real types; see the README's table."""
+    """Every setting Stapel reads, parsed to real types; see docs/configuration.md."""
 
     # Everywhere: where the database, the broker and the models are; logging.
     database_url: str = setting("DATABASE_URL", DEFAULT_DATABASE_URL)

@@ -33,7 +33,7 @@ def announce(client: redis.Redis, job_id: str) -> None:
 class Listener:
     """A daemon thread calling `on_job(job_id)` for every announced withdrawal."""
 
-    def __init__(self, client: redis.Redis, on_job: Callable[[str], None]) -> None:
+    def __init__(self, client: redis.Redis, on_job: Callable[[str], object]) -> None:
         self.client, self.on_job = client, on_job
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="withdrawals", daemon=True)

@@ -53,6 +53,7 @@ def test_layer_imports_only_what_it_stands_on(package, forbidden):
     assert not offenders
 
 
+@pytest.mark.process
 def test_importing_the_whole_core_loads_no_flask():
     modules = [module_name(p) for p in package_files("stapel")]
     code = (

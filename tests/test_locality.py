@@ -173,7 +173,7 @@ def _claimed_by(ext, worker: str) -> int:
 def test_a_second_worker_beside_a_warm_full_one_takes_work(
     app, client, auth, settings_overrides, redis_client, tmp_path, record_property
 ):
-    """The issue's trap: a warm worker's model queue and hand-backs kept new workers idle."""
+    """A warm worker's model queue and hand-backs must not keep a new worker idle."""
     env = {
         "DATABASE_URL": settings_overrides["database_url"],
         "REDIS_URL": settings_overrides["redis_url"],

@@ -4,9 +4,8 @@ Each batch CTranslate2 runs allocates and frees buffers of a few MiB per transla
 thread. With glibc's defaults their memory goes back to the kernel when freed (its
 arena trimmed, or the block unmapped) and comes back as fresh pages for the next batch:
 the kernel zeroes each page again (`clear_page` was 5% of the CPU in a many-small row;
-docs/performance.md). Fixed thresholds keep the freed memory in the process for the next
-batch: a one-big job ran 2-10% faster with them, raw CTranslate2 on the bench model
-5-15%, for about the same peak RSS (the working set of a batch is held either way).
+docs/design/allocator.md). Fixed thresholds keep the freed memory in the process for the next
+batch: faster, for about the same peak RSS (a batch's working set is held either way).
 
 Setting any threshold turns off glibc's own adjustment of the others, so all three are
 set together (a trim threshold alone mapped every buffer afresh and ran at 40% of the

@@ -13,7 +13,7 @@ priority waiting, so each batch serves the head and nothing waits behind work of
 priority that came later. Around the head, the batch takes segments of the same
 priority from a window of the next WINDOW_BUDGETS budgets' worth, sorted by length, the
 way CTranslate2 sorts its own input: a batch of similar lengths wastes little on
-padding (docs/performance.md has the figures).
+padding (docs/design/batch-limits.md has the figures).
 Room left over is filled with lower-priority segments that fit.
 
 Identical pieces (the same tokens: stapel.mtcache.piece_key) are translated once: a
@@ -64,7 +64,7 @@ from stapel import metrics
 from stapel.broker import fast_lane
 from stapel.mtcache import piece_key
 from workers.isolation import hand_out, isolate, logids
-from workers.submission import Item, Submission, plan
+from workers.submission import Item, Result, Submission, plan
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ Known = Callable[[list[tuple[str, str]]], dict[str, tuple[str, str]]]
 
 WINDOW_BUDGETS = 32
 """How many token budgets of waiting segments one batch is chosen from, sorted by length:
-enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS; docs/performance.md)."""
+enough to span the chunks a worker holds (STAPEL_WORKER_SEGMENTS; docs/design/batch-limits.md)."""
 
 
 INTERACTIVE_WAIT_S = 0.002
@@ -201,7 +201,7 @@ class Batcher:
         those a memory or the MT cache holds (one lookup for the whole request): they
         are answered at once and never reach the model.
         """
-        blank = [(i, t) for i, t in items if not t.strip()]
+        blank: list[tuple[int, Result]] = [(i, t) for i, t in items if not t.strip()]
         work = [(i, t) for i, t in items if t.strip()]
         request = Submission(job_id, len(items), self, tick_s)
         request.deliver(blank)
@@ -232,7 +232,7 @@ class Batcher:
         hits = known(looked) if known is not None and pieces else {}
         if hits:
             for origin in ("memory", "cache"):
-                answered = [
+                answered: list[tuple[Item, Result]] = [
                     (i, hits[i.key][0]) for i in pieces if hits.get(i.key, ("", ""))[1] == origin
                 ]
                 if answered:
@@ -241,7 +241,8 @@ class Batcher:
             with self._cond:
                 self.stats.cached += len(hits)
         pieces.sort(key=lambda item: item.size)
-        rides, done = 0, []
+        rides = 0
+        done: list[tuple[Item, Result]] = []
         with self._cond:
             lane = self._lanes.setdefault(priority, deque())
             for item in pieces:
@@ -286,7 +287,7 @@ class Batcher:
         flight as delivered until its request releases it; without (a failed batch), a
         piece arriving later is translated anew."""
         with self._cond:
-            out = []
+            out: list[tuple[Item, Item]] = []
             for n, item in enumerate(batch):
                 if self._inflight.get(item.key) is item:
                     del self._inflight[item.key]

@@ -14,8 +14,7 @@ from stapel.settings import current
 from workers.runtime import Runtime
 
 celery = Celery("stapel", include=["workers.tasks"], task_cls="workers.request:Task")
-celery.config_from_object("celeryconfig")
-celery.conf.worker_consumer = "workers.consumer:Consumer"  # task events coalesced
+celery.config_from_object("celeryconfig")  # stapel.celery_config, from this process's Settings
 
 _runtime: Runtime | None = None
 

@@ -3,8 +3,8 @@
 Celery buffers a worker's task events (received, started, succeeded: Flower's view)
 and, for every event a task thread buffers, wakes the consumer's event loop to publish
 what the buffer holds. With many short tasks that is a wake-up of the loop's thread and
-a Redis PUBLISH for every one or two events (1.8 publishes a task, measured in
-docs/performance.md, 2026-12-05 afternoon). Here the first event buffered after a flush
+a Redis PUBLISH for every one or two events (1.8 publishes a task:
+docs/design/event-batching.md). Here the first event buffered after a flush
 asks the loop for one flush EVENT_FLUSH_S later, and the events buffered meanwhile ride
 along: one publish and one wake-up per period while tasks run. Flower sees a task's
 events at most EVENT_FLUSH_S late; Celery still flushes at once when a buffer holds

@@ -14,7 +14,7 @@ from stapel.broker import PRIORITY_SEP, send_callback
 from stapel.celery_config import CALLBACK_QUEUE, POOL_QUEUES
 from stapel.dispatch import dispatch
 from stapel.interactive import purge as purge_compat
-from stapel.presence import model_room, read_all, served_model_queues
+from stapel.presence import Room, model_room, read_all, served_model_queues
 from stapel.watchdog import reconcile
 from workers.runtime import state
 
@@ -67,7 +67,7 @@ def run_watchdog(celery: Celery) -> str:
         queued = waiting_callbacks(current.redis)
     except redis.RedisError as exc:
         log.warning("watchdog cannot read the broker error=%s", exc)
-        room, live, queued = {}, None, None
+        room, live, queued = Room(), None, None
     with current.sessions() as session:
         report = reconcile(
             session,

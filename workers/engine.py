@@ -74,11 +74,10 @@ def pick_device(device: str) -> str:
 BATCH_LIMITS = {"cpu": (4096, 6144), "cuda": (16384, 65536)}
 """(token budget, memory bound) of a batch by device, where STAPEL_BATCH_TOKENS and
 STAPEL_BATCH_MEMORY_TOKENS are unset. The CPU's bound keeps a Transformer-base worker's
-RSS under 1 GiB. On a GPU a batch's time grows far less than its rows (an H200: about
-100 ms for 89 rows, 140 ms for 444), so it takes four budgets, and its bound (on the
-GPU's memory, four output tokens per budget token) binds only forced long outputs: the
-CPU's limits held an H200's one-big job to 0.17 of raw, these to 0.51-0.62
-(docs/performance.md, "GPU")."""
+RSS under 1 GiB. On a GPU a batch's time grows far less than its rows, so it takes four
+budgets, and its bound (on the GPU's memory, four output tokens per budget token) binds
+only forced long outputs: with the CPU's limits a GPU worker's batches stayed small and
+the GPU mostly waited (docs/design/batch-limits.md)."""
 
 
 PIPELINE_DEPTH = 3
@@ -108,7 +107,7 @@ def pick_parallel(device: str, threads: int, parallel: int) -> tuple[int, int]:
     On CPU the default is one batch per thread (`inter_threads` = threads, one intra-op
     thread each): faster than one batch on all threads, and a thread that the rest of
     the process preempts delays only its own batch instead of stalling its partners at
-    every step (docs/performance.md has the figures). On a
+    every step (docs/design/threads.md has the figures). On a
     GPU the default is one batch at a time.
     """
     if device != "cpu":

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from stapel import metrics
 from stapel.formats import align, inline
 from workers.batcher import Batcher
-from workers.submission import Item, Submission
+from workers.submission import Item, Result, Submission
 
 _lock = threading.Lock()
 
@@ -32,7 +32,7 @@ def has_codes(items: list[tuple[int, str]]) -> bool:
 class AligningBatcher(Batcher):
     """A batcher whose translations come back as align.Aligned (text, pieces, attention)."""
 
-    def _translate(self, batch: list[Item]) -> list:  # type: ignore[override]
+    def _translate(self, batch: list[Item]) -> list:
         started = time.monotonic()
         results = self.translator.translate_batch(
             [item.tokens for item in batch], return_attention=True, **self.options
@@ -72,11 +72,11 @@ class TaggedSubmission:
         """Nothing held: an aligned translation is never delivered to a later piece."""
         self.inner.release()
 
-    def __iter__(self) -> Iterator[list[tuple[int, object]]]:
+    def __iter__(self) -> Iterator[list[tuple[int, Result]]]:
         for part in self.inner:
             yield [(index, self._restore(index, result)) for index, result in part]
 
-    def _restore(self, index: int, result: object) -> object:
+    def _restore(self, index: int, result: Result | align.Aligned) -> Result:
         source = self.sources[index]
         if isinstance(result, align.Aligned):
             return align.place(source, result)

@@ -35,6 +35,7 @@ from stapel.dispatch import dispatch
 from stapel.exceptions import ModelUnavailable, PermanentTranslationError
 from stapel.formats import inline
 from stapel.interactive import announce_end
+from stapel.presence import Room
 from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, Origin, TaskOutcome
 from stapel.tables import Chunk
@@ -139,7 +140,7 @@ def _hand_back(current: WorkerState, celery: Celery, session: Session, chunk_id:
     always goes to the pool queue (stapel.dispatch.route), which every worker of the pool
     consumes. The task id is recorded so the watchdog sees the chunk as waiting.
     """
-    sent = with_retry(session, lambda: dispatch(session, celery, {}, chunk_ids=[chunk_id]))
+    sent = with_retry(session, lambda: dispatch(session, celery, Room(), chunk_ids=[chunk_id]))
     if not sent:  # claimed or ended meanwhile (or the broker is down: the watchdog)
         return TaskOutcome.SKIPPED
     log.info("chunk deferred: worker full logid=%s chunk_id=%s", sent[0].job_id, chunk_id)
@@ -249,10 +250,13 @@ def _translate(
 
 T = TypeVar("T")
 
+Batches = Submission | markup.TaggedSubmission
+"""What Engine.translate_batches returns: plain segments' or tagged segments' batches."""
+
 
 def _write(
     session: Session,
-    batches: Submission,
+    batches: Batches,
     lookups: _Lookups,
     write: Callable[[Learned | None], T],
     *,
@@ -342,7 +346,8 @@ class _Lookups:
         session, claim = self.session, self.claim
         found: dict[str, tuple[str, str]] = {}
         if claim.memories:
-            pair = tuple(claim.pair.split("-", 1))
+            source, _, target = claim.pair.partition("-")
+            pair = (source, target)
             numbered = list(enumerate(text for _, text in pieces))
             recalled = with_retry(
                 session,
@@ -361,7 +366,7 @@ class _Lookups:
         self.hits = sum(key in found for key, _ in pieces)
         return found
 
-    def learned(self, batches: Submission) -> Learned | None:
+    def learned(self, batches: Batches) -> Learned | None:
         """The model's new piece translations since the last call, to store with a write."""
         if not self.cache:
             return None
@@ -370,7 +375,7 @@ class _Lookups:
         self._segments = {}
         return Learned(self.scope, self.fp, entries) if entries else None
 
-    def provenance(self, batches: Submission, texts: list[tuple[int, str]]) -> list[Written]:
+    def provenance(self, batches: Batches, texts: list[tuple[int, str]]) -> list[Written]:
         """Each translated segment with its origin and the fingerprint of a machine one
         (and, kept for the next `learned`, the whole machine-made segments to store)."""
         origins = batches.origins
@@ -394,7 +399,7 @@ def _write_parts(
     current: WorkerState,
     session: Session,
     claim: Claim,
-    batches: Submission,
+    batches: Batches,
     left: int,
     lookups: _Lookups,
     held: list[Written],
@@ -420,7 +425,7 @@ def _write_parts(
         texts, failures = _split_results(part)
         failed += len(failures)
         if failures:
-            with_retry(session, lambda f=failures: record_failures(session, claim, f))
+            with_retry(session, partial(record_failures, session, claim, failures))
         if texts:
             metrics.observe_segments(settings.pool, claim.pair, len(texts))
         held = held + lookups.provenance(batches, texts)

@@ -28,7 +28,9 @@ class Request(CeleryRequest):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._connection_errors = tuple(self._connection_errors) + CLOSED_CHANNEL_ERRORS
+        self._connection_errors: tuple[type[BaseException], ...] = (
+            tuple(self._connection_errors) + CLOSED_CHANNEL_ERRORS
+        )
 
 
 class Task(CeleryTask):

@@ -144,7 +144,7 @@ class Submission:
         self,
         job_id: str | None,
         count: int,
-        batcher: Lanes | None = None,
+        batcher: Lanes,
         tick_s: float | None = None,
     ) -> None:
         self.job_id = job_id

@@ -1,8 +1,8 @@
-"""Celery tasks, each with a stable name the web side sends by (stapel.broker)."""
+"""Celery tasks, each with a stable name the web side sends by (stapel.celery_config)."""
 
 from __future__ import annotations
 
-from stapel.broker import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
+from stapel.celery_config import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
 from workers import control, faults, pipeline
 from workers.celery_app import celery
 

@@ -289,8 +289,8 @@ def _json(session, job: Job, complete: bool) -> Iterator[str]:
         # one entry per segment: where its target came from (null: not translated, blank)
         yield '], "provenance": ['
         rows = jobs.iter_provenance(session, job.id, starts[d], starts[d + 1])
-        for s, (origin, fingerprint) in enumerate(rows):
-            entry = {"origin": origin, "model": fingerprint} if origin else None
+        for s, (made_by, fingerprint) in enumerate(rows):
+            entry = {"origin": made_by, "model": fingerprint} if made_by else None
             yield ("," if s else "") + json.dumps(entry)
         yield "]" + (', "errors": ' + json.dumps(errors[d]) if d in errors else "") + "}"
     yield "]}"

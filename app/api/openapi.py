@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
@@ -64,7 +65,7 @@ ERROR_CODES = {
     500: ["internal_error"],
     503: ["database_unavailable", "broker_unavailable", "submission_busy"],
 }
-"""Status -> the `error.code` values it carries (the README's error table)."""
+"""Status -> the `error.code` values it carries (the error table in docs/api.md)."""
 
 _WHEN = {
     400: "Bad input; nothing is stored",
@@ -78,7 +79,7 @@ _WHEN = {
     503: "Database or queue unreachable (see Retry-After)",
 }
 
-JOB = {
+JOB: dict[str, Any] = {
     "type": "object",
     "properties": {
         "id": {"type": "string", "format": "uuid"},
@@ -342,7 +343,10 @@ def document() -> dict:
 
 
 def _v1() -> dict:
-    text = {"description": "Plain text", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    text: dict[str, Any] = {
+        "description": "Plain text",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
     return {
         "openapi": "3.0.3",
         "info": {

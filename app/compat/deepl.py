@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.compat.errors import Dialect, install
 from app.compat.languages import deepl_source, deepl_targets, name, resolve
-from app.compat.params import params
+from app.compat.params import all_strings, params
 from app.compat.shared import (
     authenticate,
     check_count,
@@ -158,7 +158,7 @@ def translate():
     texts = [t for t in params().values("text") if t is not None]
     if not texts:
         raise ValidationError("Parameter 'text' not specified.", code="missing_field")
-    if not all(isinstance(t, str) for t in texts):
+    if not all_strings(texts):
         raise ValidationError("Parameter 'text' must hold strings.", code="invalid_type")
     target = required("target_lang")
     _check_options()

@@ -11,7 +11,7 @@ from flask import Blueprint, Response, abort, jsonify, request, stream_with_cont
 
 from app.compat.errors import Dialect, install
 from app.compat.languages import lt_code, name, resolve
-from app.compat.params import params
+from app.compat.params import all_strings, params
 from app.compat.shared import (
     authenticate,
     check_count,
@@ -89,7 +89,7 @@ def _texts() -> tuple[list[str], bool]:
     if q is None or q == "" or q == []:
         raise ValidationError("Invalid request: missing q parameter", code="missing_field")
     texts = q if isinstance(q, list) else [q]
-    if not all(isinstance(t, str) for t in texts):
+    if not all_strings(texts):
         raise ValidationError("q must be a string or a list of strings", code="invalid_type")
     return texts, isinstance(q, list)
 

@@ -1,7 +1,7 @@
 """The compat dialects' entries in the OpenAPI document (app.api.openapi merges them).
 
-Described as their own servers describe them, with each dialect's error shape; the
-README's sections tell which clients to point where.
+Described as their own servers describe them, with each dialect's error shape; docs/compat.md
+tells which clients to point where.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ the form's, and the form's over the query string's.
 
 from __future__ import annotations
 
+from typing import Any, TypeGuard
+
 from flask import g, request
 
 from stapel.exceptions import ValidationError
@@ -50,6 +52,11 @@ class Params:
             return list(value) if isinstance(value, list) else [value]
         found = request.form.getlist(name)
         return list(found or request.args.getlist(name))
+
+
+def all_strings(values: list[Any]) -> TypeGuard[list[str]]:
+    """Whether every value is a string (so the list is one of strings)."""
+    return all(isinstance(value, str) for value in values)
 
 
 def params() -> Params:

@@ -26,6 +26,9 @@ class Backend(Protocol):
         """Set the pool to replicas; on a scale-down, remove idle workers first."""
         ...
 
-    def close(self) -> None:
-        """Release what the backend holds (the local backend stops its workers)."""
+    def close(self) -> object:
+        """Release what the backend holds (the local backend stops its workers).
+
+        The loop ignores what it returns (the local backend says whether all exited).
+        """
         ...

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 import urllib3
@@ -27,6 +28,17 @@ MERGE_PATCH = "application/merge-patch+json"
 """The client defaults to JSON Patch (a list of ops); our bodies are merge patches."""
 
 LIVE_PHASES = ("Pending", "Running")
+
+
+def _live(pod: client.V1Pod) -> bool:
+    """Whether a listed pod counts: pending or running, and not being deleted."""
+    meta, status = pod.metadata, pod.status
+    return (
+        meta is not None
+        and meta.deletion_timestamp is None
+        and status is not None
+        and status.phase in LIVE_PHASES
+    )
 
 
 def make_api_client() -> client.ApiClient:
@@ -87,11 +99,7 @@ class KubernetesBackend:
                 self.namespace, label_selector=self._selector, _request_timeout=self.timeout_s
             ),
         )
-        return [
-            p
-            for p in pods.items
-            if p.metadata.deletion_timestamp is None and p.status.phase in LIVE_PHASES
-        ]
+        return [p for p in pods.items if _live(p)]
 
     def workers(self) -> list[str]:
         return [f"{self.pool}@{p.metadata.name}" for p in self._pods()]
@@ -108,7 +116,8 @@ class KubernetesBackend:
             body = {"metadata": {"annotations": {DELETION_COST: cost}}}
             self._call(
                 f"patch pod {name}",
-                lambda name=name, body=body: self.core.patch_namespaced_pod(
+                partial(
+                    self.core.patch_namespaced_pod,
                     name,
                     self.namespace,
                     body,

@@ -10,12 +10,18 @@ and `<sub>`; the native codes inside `<bpt>`, `<ept>`, `<ph>` and `<it>` are dro
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
+from typing import Protocol
 
 from lxml import etree
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 CODES = {"bpt", "ept", "ph", "it", "ut"}
+
+
+class Readable(Protocol):
+    """A binary stream, as iterparse reads it: a file, a request body, a capped body."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class BadTmx(ValueError):
@@ -42,7 +48,7 @@ def seg_text(seg: etree._Element) -> str:
     return "".join(out)
 
 
-def units(stream: IO[bytes], source_lang: str, target_lang: str) -> Iterator[tuple[str, str]]:
+def units(stream: Readable, source_lang: str, target_lang: str) -> Iterator[tuple[str, str]]:
     """Yield (source, target) of each <tu> of a TMX stream, for the pair given.
 
     Raises BadTmx for malformed XML, a file that is not TMX, a header whose srclang is

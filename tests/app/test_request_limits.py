@@ -174,6 +174,7 @@ def web_server(settings_overrides, tmp_path):
         log.close()
 
 
+@pytest.mark.process
 def test_a_request_target_over_4094_bytes_is_414_in_the_api_error_shape(web_server):
     got, head, body = raw_request(web_server, b"GET /v1/jobs/" + b"x" * 4086 + b" HTTP/1.1")
     assert got == 414
@@ -193,6 +194,7 @@ def test_a_request_target_over_4094_bytes_is_414_in_the_api_error_shape(web_serv
     ],
     ids=["a malformed request line", "a head over 64 KiB", "101 header fields"],
 )
+@pytest.mark.process
 def test_the_server_refuses_what_is_not_a_sane_http_head(web_server, line, status):
     assert raw_request(web_server, line)[0] == status
     assert raw_request(web_server, b"GET /healthz HTTP/1.1")[0] == 200  # and serves on

@@ -1,6 +1,6 @@
 """The Procfile's web role spreads connections over every web process.
 
-Under gunicorn (before 2026-12-05) processes sharing the master's listening socket let
+Under gunicorn, the server before granian, processes sharing the master's listening socket let
 whichever was in accept() first take a burst of new connections: a 32-connection load
 went to one of two processes, which then served it on one core (the GIL) while the
 other idled. granian's processes (app.server) accept in Rust, outside the GIL, on the
@@ -17,8 +17,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, free_port
 from tests.factories import wait_for
+
+pytestmark = pytest.mark.process
 
 CONNECTIONS = 16
 """All 16 on one of 2 processes by chance: 2 x 2^-16."""

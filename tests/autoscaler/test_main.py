@@ -8,12 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.autoscaler.rows import add_chunks
 from tests.factories import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.process
 def test_dry_run_process_decides_and_stops_on_sigterm(database_url, redis_url, session, tmp_path):
     add_chunks(session, "cpu", [("queued", None)] * 3)
     log = tmp_path / "autoscaler.log"
@@ -49,6 +52,7 @@ def test_dry_run_process_decides_and_stops_on_sigterm(database_url, redis_url, s
     assert "pools=cpu" in text and "autoscaler stopped" in text
 
 
+@pytest.mark.process
 def test_help_prints_the_usage_and_exits_without_starting(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "autoscaler", "--help"],

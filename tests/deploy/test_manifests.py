@@ -100,6 +100,7 @@ def test_worker_roles_serve_their_pool_and_control(pool):
     assert "${STAPEL_WORKER_CONCURRENCY:-128}" in line
 
 
+@pytest.mark.process
 def test_entry_point_refuses_unknown_roles():
     for role in ("nope", "web;id", "Web"):
         done = subprocess.run([str(ENTRYPOINT), role], capture_output=True, text=True)

@@ -15,7 +15,7 @@ IMAGE_UID = int(re.search(r"^ARG UID=(\d+)$", (ROOT / "Dockerfile").read_text(),
 REDIS_UID = 999
 """The uid of the official redis image's `redis` user."""
 WRITABLE = {"/tmp", "/app/var"}
-"""The only paths the image writes to (the Dockerfile and README say so)."""
+"""The only paths the image writes to (the Dockerfile and docs/operations.md say so)."""
 SECRET_KEYS = {
     ("web", "web"): {"DATABASE_URL", "REDIS_PASSWORD", "STAPEL_METRICS_TOKEN"},
     ("worker-cpu", "worker"): {"DATABASE_URL", "REDIS_PASSWORD"},
@@ -145,6 +145,7 @@ def test_no_credential_is_committed():
     assert ignored.returncode == 0
 
 
+@pytest.mark.process
 def test_make_secrets_writes_fresh_private_values_once(tmp_path):
     out = tmp_path / "stapel.env"
     command = ["python3", str(DEPLOY / "make_secrets.py"), "--out", str(out)]

@@ -35,6 +35,7 @@ def test_progress_line(done, total, elapsed, expected):
     assert progress_line(done, total, elapsed, width=10) == expected
 
 
+@pytest.mark.process
 def test_errors_name_the_cause_and_exit_non_zero(server, tmp_path, capsys):
     text = tmp_path / "a.txt"
     text.write_text("Hello.\n")

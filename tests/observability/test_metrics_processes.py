@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from stapel.settings import Settings
 from workers.runtime import WorkerState, build_engine
 
@@ -35,6 +37,7 @@ def _python(code: str, env: dict) -> str:
     return proc.stdout
 
 
+@pytest.mark.process
 def test_http_counters_are_summed_over_the_web_processes(tmp_path, database_url, redis_url):
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     for n in (3, 4):  # two web processes, each counting its own requests

@@ -210,6 +210,7 @@ def test_the_admission_counts_only_as_far_as_its_limit_and_fair_share_need(
     assert order[-1] == late.get_json()["id"], "the flooding tenant's new job goes last"
 
 
+@pytest.mark.slow
 def test_every_submission_ends_its_place_among_the_pending(make_app, monkeypatch):
     """The first chunk's send ends it (one round trip); a replay or a send the broker
     refused ends it too, or the stored job would count twice until the place lapsed."""

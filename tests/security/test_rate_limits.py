@@ -159,6 +159,7 @@ def test_processes_sharing_a_window_serve_exactly_its_limit(redis_client, redis_
     assert hits_served(limiters, item, key="tenant:globex") == amount, "another tenant's own"
 
 
+@pytest.mark.slow
 def test_a_lease_never_outlives_its_window(redis_client, redis_url):
     item = parse("320/5 seconds")  # leases of 16
     first, second = RateLimiter(redis_url), RateLimiter(redis_url)

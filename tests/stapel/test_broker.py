@@ -9,7 +9,6 @@ import pytest
 from celery.utils.saferepr import saferepr
 
 from stapel.broker import (
-    TRANSLATE_TASK,
     _publisher,
     _short_repr,
     broker_priority,
@@ -17,6 +16,7 @@ from stapel.broker import (
     send_chunk,
     waiting_task_ids,
 )
+from stapel.celery_config import TRANSLATE_TASK
 from stapel.dispatch import ChunkMessage
 
 

@@ -124,6 +124,7 @@ def another_process_writing(tmp_path):
         other.join(30)
 
 
+@pytest.mark.process
 def test_a_writer_in_another_process_holds_the_turn_until_it_commits(tmp_path, monkeypatch):
     monkeypatch.setattr(db, "WRITE_WAIT_S", 0.3)
     with another_process_writing(tmp_path) as (url, release, other):
@@ -141,6 +142,7 @@ def test_a_writer_in_another_process_holds_the_turn_until_it_commits(tmp_path, m
         engine.dispose()
 
 
+@pytest.mark.process
 def test_a_writer_waiting_for_another_process_is_woken_by_its_commit_not_by_polling(
     tmp_path, monkeypatch
 ):

@@ -64,6 +64,7 @@ def batches(mode: str) -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.process
 def test_with_the_thresholds_a_batch_reuses_the_memory_the_last_one_freed():
     tuned = batches("on")
     assert tuned["tuned"] is True
@@ -72,6 +73,7 @@ def test_with_the_thresholds_a_batch_reuses_the_memory_the_last_one_freed():
     assert all(n < PAGES * 0.05 for n in later), tuned  # then the same pages again
 
 
+@pytest.mark.process
 def test_without_them_glibc_gives_each_batch_fresh_pages_to_fault_in():
     # what the thresholds are for: the default trims the freed buffers and maps anew
     default = batches("off")

@@ -19,6 +19,7 @@ def worker(app, settings_overrides, tmp_path):
     yield from stack_worker(app, settings_overrides, tmp_path, STAPEL_PRELOAD="en-de")
 
 
+@pytest.mark.process
 def test_a_worker_freezes_its_start_up_before_its_first_model(worker):
     wait_for(
         lambda: LOADED.search(worker.log_path.read_text(errors="replace")),
