@@ -3,8 +3,8 @@
 Task threads hand their chunk's claim or finish to a Group and wait on a Future; the
 group's one thread takes everything of its kind waiting (up to MAX_GROUP) and runs it
 as one transaction (stapel.chunk_groups), then resolves each task's future with its own
-row's result. Nothing waits for company: an idle committer runs a lone request at once,
-and under load the requests that arrive while one group runs make the next group, as a
+row's result. An idle committer runs a lone request at once; under load the requests
+that arrive while one group runs, or within LINGER_S after, make the next group, as a
 database's group commit does (docs/design/worker-cost.md has the measurements).
 
 A group that raises is run again one request at a time, so a request that fails alone
@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stapel import chunk_groups
 from stapel.broker import fast_lane
 from stapel.chunk_groups import Finish, Pending
-from stapel.chunks import Claim
+from stapel.chunks import Claim, Learned, Written
 from stapel.db import with_retry
 from stapel.interactive import announce_ends
 from stapel.states import ChunkOutcome
@@ -42,6 +42,7 @@ LINGER_S = 0.01
 idle worker runs at once, and so does one of the interactive lane or a small urgent job
 (stapel.broker.fast_lane): a caller waits on it."""
 BUSY_S = 0.05
+"""A group ended within this long before a request arrives: the committer is under load."""
 
 R = TypeVar("R")
 Q = TypeVar("Q")
@@ -107,7 +108,6 @@ class Group(Generic[Q, R]):
         requests = [request for request, _ in taken]
         self.groups += 1
         self.requests += len(requests)
-
         try:
             results = with_retry(session, lambda: self.run(session, requests))
         except Exception as exc:  # each request is tried alone below
@@ -169,7 +169,9 @@ class Committer:
                 group = self._claims[worker] = Group("claim", self.sessions, _claims(worker))
         return group.submit(chunk_id, urgent)
 
-    def finish(self, claim: Claim, translations: Sequence = (), learned=None) -> ChunkOutcome:
+    def finish(
+        self, claim: Claim, translations: Sequence[Written] = (), learned: Learned | None = None
+    ) -> ChunkOutcome:
         """Finish a chunk with the others waiting (stapel.chunks.finish_chunk's outcome)."""
         urgent = fast_lane(claim.priority, claim.end - claim.first)
         return self.finishes.submit(Finish(claim, tuple(translations), learned), urgent)

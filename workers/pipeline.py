@@ -5,7 +5,9 @@ worker's budget (or hands the chunk back), claims it (or skips it), translates i
 pending segments batch by batch with a heartbeat per batch, and finishes it; a failure
 requeues or fails the chunk. A chunk whose model does not load on this worker is given
 back unclaimed for another worker (workers/unavailable.py); a chunk that is cancelled or
-requeued meanwhile takes its waiting segments out of the batcher at once.
+requeued meanwhile takes its waiting segments out of the batcher at once. The claim
+(with the pending segments) and the finish run in groups with the other tasks' in the
+worker's committer (workers/committer.py); each task still gets its own outcome.
 """
 
 from __future__ import annotations
