@@ -43,7 +43,7 @@ run: export STAPEL_LOG_DIR ?= $(CURDIR)/var/log
 
 run: migrate
 	$(BIN)/python -m stapel.embedded_redis ensure
-	$(BIN)/honcho start $(PROCESSES)
+	$(BIN)/python -m stapel.supervisor $(PROCESSES)
 
 # The whole suite, as CI runs it.
 test: install-train lint

@@ -12,10 +12,13 @@ from flask.json.provider import DefaultJSONProvider
 from app.access_log import AccessLog
 from app.api import errors, health, v1
 from app.api.openapi import docs
+from app.body_guard import BodyGuard
 from app.cli import register as register_cli
 from app.compat import register as register_compat
 from app.limits import init_limits
 from app.page import page
+from app.parse_slots import ParseSlots
+from app.server import app_threads
 from app.web import Stapel, assign_request_id, close_session, echo_request_id, request_context
 from stapel import logs
 from stapel.broker import make_celery
@@ -71,6 +74,7 @@ def create_app(overrides: dict | None = None) -> Flask:
         redis=client,
         served=ServedQueues(client),
         metrics=web_registry(sessions, client),
+        parse_slots=ParseSlots(settings.parse_slots, settings.parse_slots_per_tenant),
     )
     app.before_request(assign_request_id)
     app.before_request(errors.refuse_long_targets)
@@ -89,9 +93,18 @@ def create_app(overrides: dict | None = None) -> Flask:
 
 def serve() -> Flask:
     """The app for a serving process (app.server's factory, the Procfile's): create_app, its
-    access log (app.access_log), then the objects of start-up frozen out of the garbage
-    collector's passes (stapel.gc_freeze)."""
+    request bodies read by app.body_guard, its access log (app.access_log), then the
+    objects of start-up frozen out of the garbage collector's passes (stapel.gc_freeze)."""
     app = create_app()
-    app.wsgi_app = AccessLog(app.wsgi_app)  # type: ignore[method-assign]
+    settings = app.extensions["stapel"].settings
+    guarded = BodyGuard(
+        app.wsgi_app,
+        max_body_bytes=settings.max_body_bytes,
+        deadline_s=settings.body_deadline_s,
+        min_rate=settings.body_min_rate,
+        # an address may keep all but one of the process's app threads waiting, never all
+        per_address=min(settings.body_reads_per_address, max(1, app_threads() - 1)),
+    )
+    app.wsgi_app = AccessLog(guarded)  # type: ignore[method-assign]
     freeze_start_up("web")
     return app

@@ -12,8 +12,9 @@ that dies is started again; SIGTERM lets requests in flight finish for up to
 `STAPEL_WEB_GRACE_S` seconds (30), after which the master kills what is left (a process
 still making its app when SIGTERM comes does not see it, and is killed then too).
 Request heads over 64 KiB, more than 100 header fields or a malformed request line are
-refused by granian itself (431, 431, 400, with an empty body); the app refuses a
-request target over 4,094 bytes (414, JSON).
+refused by granian itself (431, 431, 400, with an empty body), and so is a head not in
+within 10 s; the app refuses a request target over 4,094 bytes (414, JSON). Request
+bodies are read before the app sees them, with a deadline (app.body_guard).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from typing import Any
 
 HEAD_BYTES = 64 * 1024
 """granian's buffer for a request head (its minimum is 8 KiB, its default 408 KiB)."""
+HEAD_TIMEOUT_MS = 10_000
+"""How long granian waits for a request's head (its default is 30 s); the body's deadline
+is app.body_guard's."""
 
 
 def _positive(env: Mapping[str, str], name: str, default: int) -> int:
@@ -48,6 +52,11 @@ def bind_address(bind: str) -> tuple[str, int]:
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
+def app_threads(env: Mapping[str, str] = os.environ) -> int:
+    """The app threads of one web process (`STAPEL_WEB_THREADS`)."""
+    return _positive(env, "STAPEL_WEB_THREADS", 4)
+
+
 def options(env: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """The server's settings from the environment (the keywords of granian's Server)."""
     address, port = bind_address(env.get("STAPEL_BIND", "").strip() or "127.0.0.1:8000")
@@ -57,7 +66,7 @@ def options(env: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "address": address,
         "port": port,
         "workers": _positive(env, "STAPEL_WEB_WORKERS", 2),
-        "blocking_threads": _positive(env, "STAPEL_WEB_THREADS", 4),
+        "blocking_threads": app_threads(env),
         "workers_kill_timeout": _positive(env, "STAPEL_WEB_GRACE_S", 30),
         "respawn_failed_workers": True,
         "websockets": False,
@@ -82,7 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     head_bytes = config.pop("max_head_bytes")
     Granian(
         interface=Interfaces.WSGI,
-        http1_settings=HTTP1Settings(max_buffer_size=head_bytes),
+        http1_settings=HTTP1Settings(
+            max_buffer_size=head_bytes, header_read_timeout=HEAD_TIMEOUT_MS
+        ),
         **config,
     ).serve()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -12,11 +13,15 @@ from celery import Celery
 from flask import Response, current_app, g, has_request_context, request
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.parse_slots import ParseSlots
 from stapel.metrics import HTTP_REQUESTS
 from stapel.presence import ServedQueues
 from stapel.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -33,6 +38,7 @@ class Stapel:
     redis: redis.Redis
     served: ServedQueues
     metrics: CollectorRegistry
+    parse_slots: ParseSlots
 
     def dispose(self) -> None:
         """Close the pools' connections (the reader's too, where it has its own)."""
@@ -54,10 +60,19 @@ def db_session() -> Session:
 
 
 def close_session(_exc: BaseException | None = None) -> None:
-    """Close the request's session if one was opened."""
+    """Close the request's session if one was opened.
+
+    By teardown the answer is made: a connection that broke meanwhile (a backend
+    terminated, a failover) must not turn it into a 500. The pool drops that connection,
+    so a warning is all that is left to do.
+    """
     session = g.pop("db", None)
-    if session is not None:
+    if session is None:
+        return
+    try:
         session.close()
+    except SQLAlchemyError as exc:
+        log.warning("session close failed after the answer error=%s", type(exc).__name__)
 
 
 REQUEST_ID_HEADER = "X-Request-ID"

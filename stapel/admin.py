@@ -19,14 +19,14 @@ from stapel.exceptions import Conflict, NotFound
 from stapel.locking import job_status, lock_job, lock_jobs_for_delete, retry_conflicts
 from stapel.presence import Room
 from stapel.states import FINAL, CallbackStatus, Status
-from stapel.tables import Chunk, Document, Job, Segment, db_now
+from stapel.tables import Chunk, Document, Job, Segment, db_now, is_id
 
 log = logging.getLogger(__name__)
 
 
 def find_job(session: Session, job_id: str) -> Job:
     """Return the job with this id, whatever its tenant, or raise NotFound."""
-    job = session.get(Job, job_id)
+    job = session.get(Job, job_id) if is_id(job_id) else None
     if job is None:
         raise NotFound(f"no job with id {job_id!r}")
     return job

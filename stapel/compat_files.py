@@ -1,8 +1,9 @@
 """Documents sent through the compat dialects: a job per file, a key to reach it, its state.
 
 DeepL's document API and LibreTranslate's translate_file take a file; it becomes a job
-like any other (parsed by the /v1 upload rules, so `.txt` until more formats land),
-submitted with quotas, fair share and its characters billed. The document's id is the
+like any other (parsed by the /v1 upload rules: .txt and every format of
+stapel.formats), submitted with quotas, fair share and its characters billed, and comes
+back rebuilt in its own format exactly as /v1 renders it. The document's id is the
 job's id; its key is an HMAC of the id under the tenant's secret, so nothing more is
 stored and only the tenant that uploaded it can read it.
 """
@@ -11,18 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from stapel import billing, jobs
+from stapel import billing
 from stapel.exceptions import NotFound
+from stapel.formats import results
+from stapel.formats.results import Rendered
 from stapel.interactive import Lane, bill, submit_on
 from stapel.jobs import JobSpec
 from stapel.states import Status
-from stapel.tables import Job, Segment, Tenant, utcnow
+from stapel.tables import Job, Segment, Tenant, is_id, utcnow
 
 NOMINAL_SEGMENTS_PER_S = 50.0
 """The rate a document's remaining time is guessed at before its first batch is written."""
@@ -70,8 +72,9 @@ def open_document(session: Session, tenant_id: str | None, job_id: str, key: str
     query = query.where(Job.id == job_id, Job.api.is_not(None))
     if tenant_id is not None:
         query = query.where(Job.tenant_id == tenant_id)
-    found = session.execute(query).first()
-    if found is None or not hmac.compare_digest(document_key(found[1], job_id), key):
+    found = session.execute(query).first() if is_id(job_id) else None
+    given = key.encode("utf-8", "surrogatepass")  # compare_digest refuses non-ASCII str
+    if found is None or not hmac.compare_digest(document_key(found[1], job_id).encode(), given):
         raise NotFound(f"no document with id {job_id!r} and this key")
     return found[0]
 
@@ -101,8 +104,9 @@ def _remaining(job: Job) -> int:
     return int(elapsed / job.segments_done * left) + 1
 
 
-def lines(session: Session, job: Job) -> Iterator[bytes]:
-    """Yield the translated document as UTF-8 lines, one per segment, from the database."""
-    for _name, segments in jobs.iter_result(session, job):
-        for target in segments:
-            yield ((target or "") + "\n").encode()
+def result(session: Session, job: Job) -> Rendered:
+    """The translated document in its own format, its name and media type (as /v1's)."""
+    rendered = results.files(session, job)
+    if not isinstance(rendered.content, bytes):  # a compat job holds one document
+        rendered = Rendered(rendered.filename, rendered.media_type, b"".join(rendered.content))
+    return rendered

@@ -2,7 +2,7 @@
 
 The key is made once and kept in var/demo.key (mode 600), so every `make run` prints the
 same one; a key the database no longer knows (a new database, a revoked key) is replaced.
-It then waits (so honcho keeps the other processes running) until stopped.
+It then waits until stopped (an exit would read as finished to `make run`'s supervisor).
 """
 
 from __future__ import annotations

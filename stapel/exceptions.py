@@ -69,6 +69,17 @@ class Unavailable(StapelError):
         self.headers = {"Retry-After": str(max(1, retry_after_s))}
 
 
+class TooManyParses(StapelError):
+    """A tenant already has its share of this process's document readers: 429, Retry-After."""
+
+    status = 429
+    code = "too_many_parses"
+
+    def __init__(self, message: str, *, retry_after_s: int = RETRY_AFTER_S) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(max(1, retry_after_s))}
+
+
 class TranslationTimeout(StapelError):
     """A synchronous translation (the interactive lane) did not end by its deadline."""
 

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from stapel.exceptions import NotFound, QuotaFull, TooLarge, ValidationError
 from stapel.formats import htmlruns
 from stapel.formats.fragments import Markup
-from stapel.tables import Glossary, GlossaryEntry, db_now, new_id
+from stapel.tables import Glossary, GlossaryEntry, db_now, is_id, new_id
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +187,12 @@ def create(
 
 def get(session: Session, tenant_id: str, glossary_id: str) -> Glossary:
     """Return the tenant's glossary, or raise NotFound (also for another tenant's)."""
-    glossary = session.scalar(
-        select(Glossary).where(Glossary.id == glossary_id, Glossary.tenant_id == tenant_id)
+    glossary = (
+        session.scalar(
+            select(Glossary).where(Glossary.id == glossary_id, Glossary.tenant_id == tenant_id)
+        )
+        if is_id(glossary_id)
+        else None
     )
     if glossary is None:
         raise NotFound("Glossary not found", code="glossary_not_found")

@@ -154,7 +154,7 @@ def translate(
 def bill(lane: Lane, count: int) -> AbstractContextManager[None]:
     """Bill count characters for the block (stapel.billing), given back if it raises."""
     limit = lane.settings.quota_characters_per_day
-    return billing.charge(lane.client, lane.tenant_id, count, limit=limit)
+    return billing.charge(lane.client, lane.session, lane.tenant_id, count, limit=limit)
 
 
 def submit_on(lane: Lane, spec: JobSpec, *, fair_share: bool = True) -> Job:
@@ -205,6 +205,7 @@ def finish(lane: Lane, job_ids: Collection[str]) -> None:
 
 def succeeded(session: Session, tenant_id: str, job_id: str) -> Job:
     """Return the tenant's ended job, or raise TranslationFailed if it did not succeed."""
+    session.expire_all()  # the job submitted in this session ended in a worker's
     job = jobs.get_job(session, tenant_id, job_id)
     if job.status != Status.SUCCEEDED:
         log.warning("synchronous job ended status=%s logid=%s", job.status, job_id)

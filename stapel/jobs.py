@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, Table, bindparam, insert, inspect, se
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 
+from stapel import ledger
 from stapel.callbacks import on_final
 from stapel.db import affected
 from stapel.endings import stop_chunks
@@ -26,7 +27,17 @@ from stapel.exceptions import Conflict, NotFound
 from stapel.locking import lock_job, retry_conflicts
 from stapel.one_row import OneRow
 from stapel.states import ACTIVE, CallbackStatus, Status
-from stapel.tables import Chunk, Document, DocumentFile, Job, Segment, db_now, new_id
+from stapel.tables import (
+    Chunk,
+    Document,
+    DocumentFile,
+    Job,
+    Segment,
+    db_now,
+    is_id,
+    new_id,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +254,8 @@ def store_job(
             for i, (start, end) in enumerate(bounds)
         ],
     )
+    # last before the commit: the tenant's row of the day is locked for the commit only
+    ledger.add(conn, tenant_id, ledger.utc_day(utcnow()), segments=total)
     session.commit()
     log.info(
         "job created logid=%s tenant=%s pool=%s segments=%d chunks=%d%s",
@@ -347,7 +360,9 @@ _TENANT_JOB = select(Job).where(Job.id == bindparam("job"), Job.tenant_id == bin
 
 def get_job(session: Session, tenant_id: str, job_id: str) -> Job:
     """Return the tenant's job, or raise NotFound (also for another tenant's job)."""
-    job = session.scalar(_TENANT_JOB, {"job": job_id, "tenant": tenant_id})
+    job = (
+        session.scalar(_TENANT_JOB, {"job": job_id, "tenant": tenant_id}) if is_id(job_id) else None
+    )
     if job is None:
         raise NotFound(f"no job with id {job_id!r}")
     return job
@@ -371,6 +386,8 @@ def read_job(db: Connection | Engine, tenant_id: str, job_id: str) -> Any:
     Engine (the web's reader) straight on a pooled connection (stapel.one_row).
     """
     params = {"job": job_id, "tenant": tenant_id}
+    if not is_id(job_id):
+        raise NotFound(f"no job with id {job_id!r}")
     if isinstance(db, Engine):
         job = _JOB_READ.first(db, params)
     else:

@@ -10,6 +10,19 @@ share between threads (each command takes a connection from the pool for its len
 this channel keeps one and builds it again only when the pool is a new one (after a fork
 or a reconnect).
 
+It also closes a channel whole when Redis went away under it. kombu's `Channel.close`
+first reads the reply of a pending BRPOP; with the connection gone that read raises, the
+close stops half-way and the channel keeps its unacknowledged messages. Its next close
+comes after the connection was collected (`transport.client` is None), so restoring
+them builds a connection pool from nothing and raises `AttributeError: 'NoneType' object
+has no attribute 'hostname'`, which no caller ignores: the worker exits with
+"Unrecoverable error". Reported upstream as celery/kombu#582 (the same AttributeError
+from a closing channel) and celery/kombu#970 (restore_unacked at close); here the lost
+BRPOP reply is dropped and the close goes on, and a channel whose connection is closed
+says so as a connection error, which kombu's and Celery's close paths ignore. The
+messages stay in Redis's `unacked` hash and come back after the visibility timeout (and
+the watchdog resends their chunks sooner).
+
 Acknowledgements go out together (`QoS`): on a worker's event loop an ack frees the
 message's prefetch slot at once, and its removal from Redis's `unacked` hash and index
 waits up to ACK_FLUSH_S for the acks after it, one pipeline for all (kombu sends one
@@ -29,6 +42,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from queue import Empty
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
@@ -102,11 +117,6 @@ class Channel(kombu_redis.Channel):
     QoS = QoS
     _shared: redis.Redis | None = None
 
-    def close(self) -> None:
-        if self._qos is not None:
-            self._qos.flush_acks()
-        super().close()
-
     @contextmanager
     def conn_or_acquire(self, client: redis.Redis | None = None) -> Iterator[redis.Redis]:
         if client:
@@ -116,6 +126,24 @@ class Channel(kombu_redis.Channel):
         if shared is None or shared.connection_pool is not self.pool:
             shared = self._shared = self._create_client()
         yield shared
+
+    def close(self) -> None:
+        if self._qos is not None:
+            self._qos.flush_acks()  # a Redis gone logs and leaves them in `unacked`
+        if self._in_poll:
+            try:
+                self._brpop_read()
+            except Empty:
+                pass
+            except self.connection.connection_errors:
+                self._in_poll = False  # the reply went with the connection
+        super().close()
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        if self.connection.client is None:
+            raise redis.exceptions.ConnectionError("broker connection already closed")
+        params: dict[str, Any] = super()._connparams(asynchronous=asynchronous)
+        return params
 
 
 class Transport(kombu_redis.Transport):

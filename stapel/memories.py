@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from stapel.exceptions import NotFound, QuotaFull, ValidationError
 from stapel.formats import tmxread
-from stapel.tables import Memory, MemoryEntry, db_now, new_id
+from stapel.tables import Memory, MemoryEntry, db_now, is_id, new_id
 
 log = logging.getLogger(__name__)
 
@@ -214,8 +214,10 @@ def _insert(session: Session, memory: Memory, batch: dict[str, tuple[str, str]])
 
 def get(session: Session, tenant_id: str, memory_id: str) -> Memory:
     """Return the tenant's memory, or raise NotFound (also for another tenant's)."""
-    memory = session.scalar(
-        select(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id)
+    memory = (
+        session.scalar(select(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id))
+        if is_id(memory_id)
+        else None
     )
     if memory is None:
         raise NotFound(f"no memory with id {memory_id!r}")

@@ -25,10 +25,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from stapel import tracer
+from stapel.celery_config import POOL_QUEUES
 from stapel.presence import read_all
 from stapel.settings import current
 from stapel.states import ACTIVE, Status
 from stapel.tables import CacheEntry, Chunk, Job, Memory
+from stapel.unserved import unserved_chunks
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +204,11 @@ class StateCollector(Collector):
         actual = GaugeMetricFamily(
             "stapel_autoscaler_replicas", "Replicas the autoscaler saw", labels=["pool"]
         )
+        unserved = GaugeMetricFamily(
+            "stapel_queued_unserved_chunks",
+            "Chunks queued in a pool that no live worker consumes (stapel.unserved)",
+            labels=["pool"],
+        )
         try:
             records = read_all(self.redis)
             decisions = {}
@@ -226,7 +233,11 @@ class StateCollector(Collector):
         for pool, decision in decisions.items():
             desired.add_metric([pool], decision["desired"])
             actual.add_metric([pool], decision["current"])
-        yield from (workers, models, busy, desired, actual)
+        with self.sessions() as session:
+            waiting = unserved_chunks(session, records)
+        for pool in sorted({*POOL_QUEUES, *waiting}):
+            unserved.add_metric([pool], waiting.get(pool, 0))
+        yield from (workers, models, busy, desired, actual, unserved)
 
 
 def _epoch(value) -> float:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import http.client
 import io
 import ipaddress
+import re
 import socket
 import ssl
 import threading
 import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -207,6 +209,62 @@ class _Exchange(http.client.HTTPConnection):
                 pass
 
 
+_UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
+_HOSTNAME = re.compile(r"[^\s/\\:@\[\]?#%]+")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a callback goes and what its request line and Host header say."""
+
+    host: str
+    port: int
+    tls: bool
+    netloc: str
+    path: str
+
+
+def target(url: str) -> Target:
+    """Split url into what `post` sends, or raise BlockedDestination.
+
+    The request line and Host header are built here by http.client itself (on a
+    connection that never connects), so a URL it would refuse at send time (a space or
+    a control character in the path, a non-ASCII path, a bad port) is refused here, at
+    submit, rather than failing every delivery.
+    """
+    if _UNSENDABLE.search(url):  # urlsplit would drop a tab or newline without a word
+        raise BlockedDestination("callback_url must not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise BlockedDestination(f"callback_url is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BlockedDestination("callback_url must be an http or https URL")
+    if parts.username or parts.password:
+        raise BlockedDestination("callback_url must not carry credentials")
+    host = parts.hostname
+    if literal_ip(host) is None and not _HOSTNAME.fullmatch(host):
+        raise BlockedDestination(f"callback_url's host {host!r} is not a host name")
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc = f"{netloc}:{port}"
+    aim = Target(
+        host=host,
+        port=port or (443 if parts.scheme == "https" else 80),
+        tls=parts.scheme == "https",
+        netloc=netloc,
+        path=(parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+    )
+    try:
+        dry = http.client.HTTPConnection("localhost")
+        dry.putrequest("POST", aim.path, skip_host=True, skip_accept_encoding=True)
+        dry.putheader("Host", aim.netloc)
+    except (http.client.HTTPException, ValueError) as exc:
+        raise BlockedDestination(f"callback_url cannot be sent as it is ({exc})") from None
+    return aim
+
+
 def post(
     url: str,
     body: bytes,
@@ -219,25 +277,15 @@ def post(
     """POST body to url on its checked IP; return the status. No redirects are followed,
     at most max_response_bytes of the answer are read, and the whole exchange ends
     within timeout_s (TimeoutError past it). Raises BlockedDestination or OSError."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BlockedDestination("callback_url must be an http or https URL")
-    if parts.username or parts.password:
-        raise BlockedDestination("callback_url must not carry credentials")
+    aim = target(url)
     deadline = Deadline(timeout_s)
-    host = parts.hostname
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    ip = resolve(host, port, allow_hosts, deadline)
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port is not None:
-        netloc = f"{netloc}:{port}"
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    exchange = _Exchange(ip, port, host, parts.scheme == "https", deadline)
+    ip = resolve(aim.host, aim.port, allow_hosts, deadline)
+    exchange = _Exchange(ip, aim.port, aim.host, aim.tls, deadline)
     timer = threading.Timer(deadline.left(), exchange.abort)
     timer.daemon = True
     timer.start()
     try:
-        exchange.request("POST", path, body=body, headers={**headers, "Host": netloc})
+        exchange.request("POST", aim.path, body=body, headers={**headers, "Host": aim.netloc})
         response = exchange.getresponse()
     except (http.client.HTTPException, OSError) as exc:
         timer.cancel()

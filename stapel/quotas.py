@@ -1,7 +1,9 @@
 """Quotas per tenant (segments per UTC day, jobs in flight) and the fair-share priority.
 
 Today's segment counter is raised with INCRBY and lowered again if that goes over the
-limit or the job is not stored, so concurrent submissions never overshoot it. The jobs
+limit or the job is not stored, so concurrent submissions never overshoot it. The
+database's `usage_days` row is the day's truth (stapel.ledger): a counter Redis lost is
+rebuilt from it by the next admission, and /v1/usage reads both. The jobs
 in flight (queued + running rows in the DB, counted through the (tenant, status) index)
 plus the tenant's submissions reserved but not yet stored (a Redis counter) never
 overshoot their limit either, without a lock (see `admit`). A limit of 0 means no
@@ -27,6 +29,7 @@ import redis
 from sqlalchemy import Integer, bindparam, func, select, union_all
 from sqlalchemy.orm import Session
 
+from stapel import ledger
 from stapel.exceptions import StapelError
 from stapel.states import ACTIVE
 from stapel.tables import Job, utcnow
@@ -121,9 +124,10 @@ def usage(
 ) -> Usage:
     """Return the tenant's usage against its limits."""
     now = now or utcnow()
-    used = int(client.get(day_key(tenant_id, now)) or 0)
+    counted = int(client.get(day_key(tenant_id, now)) or 0)
+    stored = ledger.read(session, tenant_id, ledger.utc_day(now))[0]
     return Usage(
-        used,
+        max(counted, stored),  # the counter holds admissions not yet stored too
         segments_limit or None,
         next_reset(now),
         in_flight(session, tenant_id),
@@ -267,6 +271,14 @@ def admit(
             now_ms - PENDING_TTL_S * 1000,
             PENDING_TTL_S,
         )
+    place = None if ends_stored else (pending_key(tenant_id), f"{now_ms}:{seq}")
+    if not refused and not used:
+        used = seed(client, session, tenant_id, key, now)
+        refused = bool(segments_limit) and used + segments > segments_limit
+        if refused:
+            client.decrby(key, segments)
+            if place is not None:
+                client.zrem(*place)
     if refused:
         raise QuotaExceeded(
             f"quota of {segments_limit} segments per day would be passed: "
@@ -275,7 +287,6 @@ def admit(
             code="quota_segments_per_day",
             retry_after_s=int((reset - now).total_seconds()) + 1,
         )
-    place = None if ends_stored else (pending_key(tenant_id), f"{now_ms}:{seq}")
     try:
         if place is None:
             yield Admission(0, key)
@@ -295,6 +306,19 @@ def admit(
         raise
     if place is not None and not hand_over:
         client.zrem(*place)
+
+
+def seed(client: redis.Redis, session: Session, tenant_id: str, key: str, now: datetime) -> int:
+    """Add the day's stored segments to a counter found empty; return them.
+
+    Called by the admission that found the day's counter at 0 (the first of the day, or
+    the first after Redis lost its data): only that one sees 0, so the figure is added
+    once. Admissions between its count and this one were counted without it.
+    """
+    stored = ledger.read(session, tenant_id, ledger.utc_day(now))[0]
+    if stored:
+        client.incrby(key, stored)
+    return stored
 
 
 def leave(client: redis.Redis, admission: Admission) -> None:

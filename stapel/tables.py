@@ -4,13 +4,16 @@ machine-translation cache, the tenants' translation memories and DeepL-dialect g
 
 from __future__ import annotations
 
+import re
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -33,6 +36,15 @@ from stapel.states import Status
 def new_id() -> str:
     """Return a random UUID as text: unguessable and unique across processes."""
     return str(uuid.uuid4())
+
+
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def is_id(value: str) -> bool:
+    """Whether value has new_id's form: anything else names no row, and is not queried
+    (a NUL or a lone surrogate in a query is a database error, not a miss)."""
+    return _ID.fullmatch(value) is not None
 
 
 CLOCK_SKEW = timedelta(0)
@@ -334,3 +346,20 @@ class GlossaryEntry(Base):
     )
     source: Mapped[str] = mapped_column(String(1024), primary_key=True)
     target: Mapped[str] = mapped_column(String(1024))
+
+
+class UsageDay(Base):
+    """What a tenant used on one UTC day: the source of truth of its quota and its bill
+    (Redis holds fast counters of the same, rebuilt from here: stapel.ledger)."""
+
+    __tablename__ = "usage_days"
+
+    tenant_id: Mapped[str] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True)
+    """One of stapel.ledger.SLOTS rows of the tenant's day, so concurrent writers seldom
+    wait for each other's lock."""
+    segments: Mapped[int] = mapped_column(BigInteger, default=0)
+    characters: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -8,6 +8,7 @@ import logging
 
 import redis
 from celery import Celery
+from sqlalchemy.orm import Session
 
 from stapel import callbacks, liveness, logs, metrics, mtcache, netguard
 from stapel.broker import PRIORITY_SEP, send_callback
@@ -15,6 +16,7 @@ from stapel.celery_config import CALLBACK_QUEUE, POOL_QUEUES
 from stapel.dispatch import dispatch
 from stapel.interactive import purge as purge_compat
 from stapel.presence import Room, model_room, read_all, served_model_queues
+from stapel.unserved import unserved_chunks
 from stapel.watchdog import reconcile
 from workers.runtime import state
 
@@ -48,6 +50,15 @@ def waiting_callbacks(client: redis.Redis) -> set[str]:
     return jobs
 
 
+def warn_unserved(session: Session, records: dict[str, dict]) -> dict[str, int]:
+    """Say (a warning, so in the .wf file) which pools hold queued work nobody consumes."""
+    unserved = unserved_chunks(session, records)
+    session.commit()
+    for pool, count in sorted(unserved.items()):
+        log.warning("queued work has no live consumer pool=%s chunks=%d", pool, count)
+    return unserved
+
+
 def run_watchdog(celery: Celery) -> str:
     """Run one watchdog pass and send what it found lost; return its summary line."""
     current = state()
@@ -57,6 +68,7 @@ def run_watchdog(celery: Celery) -> str:
         return "skipped"
     live: set[str] | None
     queued: set[str] | None
+    records: dict[str, dict] | None = None
     try:
         records = read_all(current.redis)
         room = model_room(records)
@@ -88,6 +100,8 @@ def run_watchdog(celery: Celery) -> str:
                 metrics.WATCHDOG.labels(action).inc(count)
         if report.to_send:
             dispatch(session, celery, room, leased=report.to_send)
+        if records is not None:
+            warn_unserved(session, records)
         purge_compat(session, settings.compat_keep_s)
         # what expired since the last pass (ix_mt_cache_created): a few rows each time
         mtcache.purge_expired(session, settings.cache_ttl_s)

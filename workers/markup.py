@@ -11,7 +11,6 @@ use; requests with no codes never reach it.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -84,29 +83,7 @@ class TaggedSubmission:
             return result  # a segment error: the task records it
         if not inline.strip(source).strip():
             return source  # no words to translate: the codes stay as they were
-        return at_edges(source, result)
-
-
-def at_edges(source: str, text: str) -> str:
-    """Return text with source's codes around it: openings first, the rest at the end.
-
-    For a segment translated in several pieces (cut to the model's input limit), whose
-    words cannot be aligned as one: no code is dropped, each stays at a boundary. The
-    pairs' closings come last opened first, so siblings (`<1>a</1> <2>b</2>`) nest
-    instead of crossing.
-    """
-    _plain, codes = inline.split(source)
-    order = {id(code): n for n, code in enumerate(codes)}
-    closing = {id(close): order[id(open_)] for open_, close in inline.pairs(codes).values()}
-    ends = sorted(
-        (code for code in codes if code.kind != "open"),
-        key=lambda code: (id(code) not in closing, -closing.get(id(code), 0), order[id(code)]),
-    )
-    starts = [code for code in codes if code.kind == "open"]
-    moved = [dataclasses.replace(code, offset=0) for code in starts] + [
-        dataclasses.replace(code, offset=len(text)) for code in ends
-    ]
-    return inline.join(text, moved)
+        return align.at_edges(source, result)
 
 
 def aligner(model) -> Batcher:

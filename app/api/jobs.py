@@ -25,7 +25,7 @@ from stapel.model_dirs import served_pairs
 from stapel.segment_errors import segment_errors
 from stapel.states import CallbackStatus, Status
 from stapel.submit import submit
-from stapel.tables import Job
+from stapel.tables import Job, is_id
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,8 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         created, job_id = raw.split("|", 1)
+        if not is_id(job_id):
+            raise ValueError(job_id)
         return datetime.fromisoformat(created), job_id
     except (ValueError, UnicodeDecodeError):
         raise ValidationError("cursor is not valid", code="invalid_cursor") from None
@@ -175,6 +177,11 @@ def list_jobs():
 
 
 RESULT_FORMATS = ("json", "txt", "file", "xliff", "tmx")
+BUFFERED_SEGMENTS = 10_000
+"""A result of up to this many segments is read whole before its status is sent, so a
+database failure while reading it answers the API's 503, not a 200 whose body stops
+early. A longer one streams; a failure then breaks the chunked body without its last
+chunk, which every HTTP client reports as an error."""
 BILINGUAL = {
     "xliff": (bilingual.xliff, "application/xliff+xml", "xlf"),
     "tmx": (bilingual.tmx, "application/x-tmx+xml", "tmx"),
@@ -203,7 +210,7 @@ def get_result(job_id: str):
         write, mimetype, suffix = BILINGUAL[fmt]
         documents = jobs.iter_result(session, job, sources=True)
         response = Response(
-            stream_with_context(write(documents, job.source_lang, job.target_lang)),
+            _body(job, write(documents, job.source_lang, job.target_lang)),
             mimetype=mimetype,
             headers=headers,
         )
@@ -215,14 +222,20 @@ def get_result(job_id: str):
                 "format=txt needs a single-document job; use JSON for several documents",
                 code="invalid_format",
             )
-        return Response(
-            stream_with_context(_txt(session, job)), mimetype="text/plain", headers=headers
-        )
+        return Response(_body(job, _txt(session, job)), mimetype="text/plain", headers=headers)
     return Response(
-        stream_with_context(_json(session, job, complete)),
-        mimetype="application/json",
-        headers=headers,
+        _body(job, _json(session, job, complete)), mimetype="application/json", headers=headers
     )
+
+
+def _body(job: Job, parts: Iterator[str] | Iterator[bytes]) -> str | bytes | Iterator:
+    """The whole body of a result up to BUFFERED_SEGMENTS segments, else its stream."""
+    if job.segments_total > BUFFERED_SEGMENTS:
+        return stream_with_context(parts)
+    read = list(parts)
+    if read and isinstance(read[0], bytes):
+        return b"".join(read)  # type: ignore[arg-type]
+    return "".join(read)  # type: ignore[arg-type]
 
 
 def _errors_by_document(session, job: Job) -> dict[int, list[dict]]:
@@ -244,13 +257,13 @@ def _file(session, job: Job, document: str | None, headers: dict) -> Response:
     if document is None:
         rendered = results.files(session, job)
     else:
-        if not document.isdigit():
+        if not (document.isascii() and document.isdigit() and len(document) <= 9):
             raise ValidationError(
                 "document must be a document index (0, 1, ...)", code="invalid_format"
             )
         rendered = results.render(session, job, int(document))
     content = rendered.content
-    body = content if isinstance(content, bytes) else stream_with_context(content)
+    body = content if isinstance(content, bytes) else _body(job, content)
     response = Response(body, mimetype=rendered.media_type, headers=headers)
     response.headers.set("Content-Disposition", "attachment", filename=rendered.filename)
     return response

@@ -44,10 +44,12 @@ ERROR_CODES = {
         "invalid_tmx",
         "memory_pair_mismatch",
         "too_many_memories",
+        "language_mismatch",
     ],
     401: ["unauthorized"],
     404: ["not_found"],
     405: ["method_not_allowed"],
+    408: ["body_timeout"],
     409: ["job_finished"],
     413: [
         "request_entity_too_large",
@@ -61,9 +63,11 @@ ERROR_CODES = {
         "quota_segments_per_day",
         "quota_jobs_in_flight",
         "memory_quota_exceeded",
+        "too_many_uploads",
+        "too_many_parses",
     ],
     500: ["internal_error"],
-    503: ["database_unavailable", "broker_unavailable", "submission_busy"],
+    503: ["database_unavailable", "broker_unavailable", "submission_busy", "busy", "parsers_busy"],
 }
 """Status -> the `error.code` values it carries (the error table in docs/api.md)."""
 
@@ -72,6 +76,7 @@ _WHEN = {
     401: "Missing, malformed, unknown or revoked key",
     404: "Unknown job or memory, or another tenant's",
     405: "Method not allowed",
+    408: "The request body did not arrive within its deadline",
     409: "The job already ended",
     413: "Body, segments or documents over the limits",
     429: "Rate limit or quota of the tenant used up (see Retry-After)",
@@ -395,7 +400,7 @@ def _v1() -> dict:
                             "cache answered every segment at submit)",
                         ),
                         "200": _json("Job", "Same Idempotency-Key as an earlier job: that job"),
-                        **_errors(400, 413),
+                        **_errors(400, 408, 413),
                     },
                     parameters=[
                         {

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from stapel import formats
 from stapel.exceptions import TooLarge, UnknownLanguagePair, ValidationError
 from stapel.jobs import DocumentSpec, JobSpec
-from stapel.netguard import BlockedDestination, check_literal
+from stapel.netguard import BlockedDestination, check_literal, target
+from stapel.storable import unstorable
 
 JSON_FIELDS = {
     "source_lang",
@@ -58,12 +58,9 @@ def check_text(value: object, where: str, limits: Limits) -> str:
 
 
 def check_storable(value: str, where: str) -> None:
-    if "\x00" in value:
-        raise ValidationError(f"{where} contains a NUL character", code="invalid_text")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError(f"{where} is not valid Unicode text", code="invalid_text") from None
+    found = unstorable(value)
+    if found is not None:
+        raise ValidationError(f"{where} contains {found}", code="invalid_text")
 
 
 def _segments(value: object, where: str, limits: Limits) -> list[str]:
@@ -112,7 +109,7 @@ def _documents(value: object, limits: Limits) -> list[DocumentSpec]:
 def _priority(value: object) -> int:
     if value is None:
         return PRIORITY_DEFAULT
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value)
     if (
         isinstance(value, bool)
@@ -132,20 +129,10 @@ def _callback_url(value: object, allow_hosts: tuple[str, ...] = ()) -> str | Non
         return None
     if not isinstance(value, str) or len(value) > MAX_URL_CHARS:
         raise ValidationError("callback_url must be a URL string", code="invalid_callback_url")
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError(
-            "callback_url must be an http or https URL", code="invalid_callback_url"
-        )
-    if parts.username or parts.password:
-        raise ValidationError(
-            "callback_url must not carry credentials", code="invalid_callback_url"
-        )
     check_storable(value, "callback_url")
     try:
-        parts.port  # noqa: B018  (raises on a port that is not a number or out of range)
-        check_literal(parts.hostname, allow_hosts)
-    except (ValueError, BlockedDestination) as exc:
+        check_literal(target(value).host, allow_hosts)  # as the sender will send it
+    except BlockedDestination as exc:
         raise ValidationError(
             f"callback_url is not allowed: {exc}", code="invalid_callback_url"
         ) from None
@@ -232,6 +219,9 @@ def finish_spec(
     if f"{source}-{target}" not in pairs:
         offered = ", ".join(pairs) or "none"
         raise UnknownLanguagePair(f"no model for {source}-{target}; available pairs: {offered}")
+    for doc in documents:
+        if doc.original is not None:
+            formats.check_target(doc.name or "", doc.format, doc.original, target)
     spec = JobSpec(
         source_lang=source,
         target_lang=target,

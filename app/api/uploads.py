@@ -20,8 +20,10 @@ from app.api.parsing import (
     finish_spec,
 )
 from app.api.streams import MultipartReader
+from app.parse_slots import parse_slot
 from stapel import formats
 from stapel.exceptions import TooLarge, ValidationError
+from stapel.formats import txt
 from stapel.jobs import DocumentSpec, JobSpec
 
 
@@ -66,13 +68,20 @@ def parse_document(
     if not name.lower().endswith(".txt"):  # XLIFF, PO, SRT, HTML, DOCX (stapel/formats)
         options = options or formats.Options()
         bounds = formats.Limits(limits.max_segment_chars, min(limits.max_segments, room))
-        doc = formats.parse_document(name, content.read(), bounds, options)
+        data = content.read()
+        with parse_slot(len(data)):
+            doc = formats.parse_document(name, data, bounds, options)
         return DocumentSpec(name, doc.segments, doc.format, doc.original, options.as_json())
-    return DocumentSpec(name, _txt_lines(name, content, limits, room))
+    layout = txt.Layout()
+    lines = _txt_lines(name, content, limits, room, layout)
+    return DocumentSpec(name, lines, "txt", layout.to_bytes())
 
 
-def _txt_lines(name: str, content: IO[bytes], limits: Limits, room: int) -> list[str]:
-    """One segment per line (CRLF or LF; empty lines kept), read line by line.
+def _txt_lines(
+    name: str, content: IO[bytes], limits: Limits, room: int, layout: txt.Layout
+) -> list[str]:
+    """One segment per line (CRLF or LF; empty lines kept), read line by line; each
+    line's ending and the BOM go to layout, to rebuild the file as it was.
 
     A line is read with a byte bound: n bytes are at least n/4 characters, so a line
     that reaches the bound without its newline is too long, and is never read whole.
@@ -88,8 +97,10 @@ def _txt_lines(name: str, content: IO[bytes], limits: Limits, room: int) -> list
                 "characters",
                 code="segment_too_long",
             )
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        line = line[:-1] if line.endswith(b"\r") else line
+        end = txt.ending(raw)
+        line = raw[: len(raw) - len(end)]
+        layout.add(end)
+        layout.bom = layout.bom or (offset == 0 and raw.startswith(b"\xef\xbb\xbf"))
         try:
             text = line.decode("utf-8-sig" if offset == 0 else "utf-8")
         except UnicodeDecodeError as exc:

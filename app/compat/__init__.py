@@ -3,8 +3,9 @@
 Clients written for those servers (Weblate, Mastodon, libretranslatepy, the official
 `deepl` client) point at Stapel and get its batching, priorities, quotas and scale:
 their text requests run in the interactive lane (stapel.interactive), their documents as
-jobs (stapel.compat_files). Each request counts against its key's rate limits like /v1's
-(translations with submissions, everything else with reads).
+jobs (stapel.compat_files). Each request counts against its tenant's rate limits, the
+very windows /v1's requests count in (translations with submissions, everything else
+with reads): every key of a tenant, whatever the dialect, shares one budget.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from flask import Flask
 from app.compat.deepl import dl
 from app.compat.deepl_glossaries import gl
 from app.compat.libretranslate import lt
-from app.compat.shared import rate_key
-from app.limits import OFF
+from app.limits import OFF, rate_key
 
 SUBMITS = (
     "libretranslate.translate",
@@ -29,8 +29,9 @@ SUBMITS = (
 def register(app: Flask) -> None:
     """Register both dialects and put their routes under the key's rate limits.
 
-    Call after init_limits: the limits share its limiter, scopes and keys, so a key's
-    compat translations and /v1 submissions count together.
+    Call after init_limits: the limits share its limiter, scopes and keys (the tenant,
+    app.limits.rate_key), so a tenant's compat translations and /v1 submissions count
+    together.
     """
     app.register_blueprint(lt)
     app.register_blueprint(dl)

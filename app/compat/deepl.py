@@ -9,8 +9,7 @@ errors are `{"message": ...}` with DeepL's statuses, 456 for a used-up quota.
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, g, jsonify, request, stream_with_context
-from sqlalchemy.orm import Session
+from flask import Blueprint, Response, g, jsonify, request
 
 from app.compat.errors import Dialect, install
 from app.compat.languages import deepl_source, deepl_targets, name, resolve
@@ -28,7 +27,6 @@ from stapel import billing, compat_files, glossaries, interactive
 from stapel.exceptions import Unauthorized, Unavailable, ValidationError
 from stapel.formats import fragments
 from stapel.formats.fragments import Markup
-from stapel.tables import Document, Job
 
 API = "deepl"
 QUOTA_CODES = ("quota_segments_per_day", "quota_characters_per_day", "glossary_quota_exceeded")
@@ -36,8 +34,16 @@ QUOTA_CODES = ("quota_segments_per_day", "quota_characters_per_day", "glossary_q
 FORMALITY_IGNORED = ("default", "prefer_less", "prefer_more")
 """Formality values a model without formality may ignore, as DeepL does."""
 SPLIT_SENTENCES = ("0", "1", "nonewlines")
-XML_ONLY = ("splitting_tags", "non_splitting_tags", "outline_detection")
-"""Tag options that only XML tag handling has here."""
+XML_ONLY = ("splitting_tags", "non_splitting_tags")
+"""Tag options that only XML tag handling has here (outline_detection is accepted and
+ignored with HTML, as DeepL ignores it: its client always sends it)."""
+MODEL_TYPES = {
+    "quality_optimized": "quality_optimized",
+    "prefer_quality_optimized": "quality_optimized",
+    "latency_optimized": "latency_optimized",
+}
+"""DeepL's model_type values and the model_type_used each answers: a pair has one model
+here, which serves every type."""
 OUTLINE = {"1": True, "true": True, "0": False, "false": False}
 TAG_HANDLING_VERSIONS = ("v1", "v2")
 """DeepL's tag algorithms; both name Stapel's one, which parses XML strictly as v2 does."""
@@ -115,6 +121,16 @@ def _tag_handling_version() -> str | None:
     return version.lower()
 
 
+def _model_type() -> str | None:
+    """The model_type_used to answer for the request's model_type (None: not asked)."""
+    value = params().text("model_type")
+    if not value:
+        return None
+    if value.lower() not in MODEL_TYPES:
+        raise ValidationError("Value for 'model_type' not supported.", code="invalid_request")
+    return MODEL_TYPES[value.lower()]
+
+
 def _markup() -> Markup | None:
     """The request's tag_handling with its tag options (None: plain text)."""
     p = params()
@@ -124,6 +140,11 @@ def _markup() -> Markup | None:
     if kind not in fragments.KINDS:
         raise ValidationError("Value for 'tag_handling' not supported.", code="invalid_format")
     ignore = _tags("ignore_tags")
+    outline = (p.text("outline_detection") or "1").lower()
+    if outline not in OUTLINE:
+        raise ValidationError(
+            "Value for 'outline_detection' not supported.", code="invalid_request"
+        )
     if kind == "html":
         given = [n for n in XML_ONLY if p.value(n) not in (None, "", [])]
         if given:
@@ -133,11 +154,6 @@ def _markup() -> Markup | None:
                 code="invalid_request",
             )
         return Markup("html", ignore)
-    outline = (p.text("outline_detection") or "1").lower()
-    if outline not in OUTLINE:
-        raise ValidationError(
-            "Value for 'outline_detection' not supported.", code="invalid_request"
-        )
     splitting, non_splitting = _tags("splitting_tags"), _tags("non_splitting_tags")
     return Markup("xml", ignore, splitting, non_splitting, OUTLINE[outline])
 
@@ -163,6 +179,7 @@ def translate():
     target = required("target_lang")
     _check_options()
     version = _tag_handling_version()
+    model_type = _model_type()
     markup = _markup()
     check_count(texts, status_413=True, markup=markup)
     source, target_code = _languages(target, params().text("source_lang"))
@@ -179,6 +196,9 @@ def translate():
     if version and markup:
         for translation in translations:
             translation["tag_handling_version"] = version
+    if model_type:
+        for translation in translations:
+            translation["model_type_used"] = model_type
     return jsonify({"translations": translations})
 
 
@@ -208,7 +228,7 @@ def usage():
     limit = ext.settings.quota_characters_per_day
     return jsonify(
         {
-            "character_count": billing.used(ext.redis, g.tenant_id),
+            "character_count": billing.used(ext.redis, db_session(), g.tenant_id),
             "character_limit": limit or billing.UNLIMITED,
         }
     )
@@ -250,7 +270,15 @@ def upload_document():
             code="invalid_format",
         )
     source, target_code = _languages(target, params().text("source_lang"))
-    job, key = compat_files.submit_document(lane(), upload_spec(upload, source, target_code), API)
+    try:
+        spec = upload_spec(upload, source, target_code)
+    except ValidationError as exc:
+        if exc.code != "unsupported_file_type":
+            raise
+        raise ValidationError(
+            f"Invalid file data or file extension: {exc.message}", code=exc.code
+        ) from None
+    job, key = compat_files.submit_document(lane(), spec, API)
     return jsonify({"document_id": job.id, "document_key": key})
 
 
@@ -283,24 +311,10 @@ def document_result(document_id: str):
         raise Unavailable("Document not ready: its translation is still running", retry_after_s=2)
     if state.status == "error":
         raise ValidationError(f"the document's translation failed: {state.error_message}")
-
-    def once():
-        # Deleted before the last line goes out: a client that has the whole body can
-        # count on a second download answering 404.
-        last = None
-        for line in compat_files.lines(session, job):
-            if last is not None:
-                yield last
-            last = line
-        interactive.delete_jobs(session, [job.id])
-        if last is not None:
-            yield last
-
-    response = Response(stream_with_context(once()), mimetype="text/plain")
-    response.headers.set("Content-Disposition", "attachment", filename=_name(session, job))
+    rendered = compat_files.result(session, job)
+    # Deleted before the body goes out: a client that has the whole body can count on a
+    # second download answering 404.
+    interactive.delete_jobs(session, [job.id])
+    response = Response(rendered.content, content_type=rendered.media_type)
+    response.headers.set("Content-Disposition", "attachment", filename=rendered.filename)
     return response
-
-
-def _name(session: Session, job: Job) -> str:
-    document = session.get(Document, (job.id, 0))
-    return (document.name if document else None) or "document.txt"

@@ -7,7 +7,7 @@ tags kept (stapel.formats.fragments); errors are `{"error": message}` (app.compa
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, abort, jsonify, request, stream_with_context, url_for
+from flask import Blueprint, Response, abort, jsonify, request, url_for
 
 from app.compat.errors import Dialect, install
 from app.compat.languages import lt_code, name, resolve
@@ -78,7 +78,7 @@ def _markup() -> Markup | None:
 
 def _alternatives() -> int:
     raw = params().text("alternatives") or "0"
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise ValidationError("alternatives must be a whole number", code="invalid_type")
     return int(raw)
 
@@ -202,8 +202,7 @@ def download_file(filename: str):
     session = db_session()
     job = compat_files.open_document(session, None, job_id, key)
     interactive.succeeded(session, job.tenant_id, job.id)
-    response = Response(
-        stream_with_context(compat_files.lines(session, job)), mimetype="text/plain"
-    )
+    rendered = compat_files.result(session, job)
+    response = Response(rendered.content, content_type=rendered.media_type)
     response.headers.set("Content-Disposition", "attachment", filename=original)
     return response

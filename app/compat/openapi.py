@@ -147,7 +147,8 @@ def _libretranslate() -> dict:
         f"{LT}/suggest": {"post": _lt("Suggestions: disabled on this server", {}, 403)},
         f"{LT}/translate_file": {
             "post": _lt(
-                "Translate a .txt document; answers translatedFileUrl",
+                "Translate a document (.txt, XLIFF, SDLXLIFF, PO, SRT, HTML, DOCX); answers "
+                "translatedFileUrl",
                 _ok("{translatedFileUrl}"),
                 *LT_SUBMIT,
                 body=_body(upload, ("file", "source", "target"), ("multipart/form-data",)),
@@ -156,8 +157,8 @@ def _libretranslate() -> dict:
         f"{LT}/download_file/{{filename}}": {
             "get": {
                 **_lt(
-                    "A translated document (the link is its key)",
-                    _ok("File", "text/plain"),
+                    "A translated document in its own format (the link is its key)",
+                    _ok("File", "application/octet-stream"),
                     404,
                     429,
                 ),
@@ -179,6 +180,10 @@ def _deepl() -> dict:
         "non_splitting_tags": TEXTS,
         "outline_detection": {"oneOf": [{"type": "boolean"}, STR]},
         "glossary_id": STR,
+        "model_type": {
+            "type": "string",
+            "enum": ["quality_optimized", "prefer_quality_optimized", "latency_optimized"],
+        },
     }
     upload = {"file": {"type": "string", "format": "binary"}, "target_lang": STR}
     doc_id = [{"name": "document_id", "in": "path", "required": True, "schema": STR}]
@@ -187,7 +192,10 @@ def _deepl() -> dict:
             "post": _dl(
                 "Translate text into target_lang (glossary_id: the tenant's glossary of the "
                 "pair, with source_lang)",
-                _ok("{translations: [{detected_source_language, text, billed_characters}]}"),
+                _ok(
+                    "{translations: [{detected_source_language, text, billed_characters, "
+                    "model_type_used?}]}"
+                ),
                 400,
                 404,
                 413,
@@ -206,7 +214,7 @@ def _deepl() -> dict:
         },
         f"{DL}/document": {
             "post": _dl(
-                "Upload a .txt document as a job",
+                "Upload a document (.txt, XLIFF, SDLXLIFF, PO, SRT, HTML, DOCX) as a job",
                 _ok("{document_id, document_key}"),
                 400,
                 413,
@@ -223,8 +231,8 @@ def _deepl() -> dict:
         f"{DL}/document/{{document_id}}/result": {
             "post": {
                 **_dl(
-                    "A done document's bytes, once",
-                    _ok("The file", "text/plain"),
+                    "A done document in its own format and media type, once",
+                    _ok("The file", "application/octet-stream"),
                     400,
                     404,
                     body=DOC,

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from flask import g, request
+from flask import g
 from werkzeug.datastructures import FileStorage
 
 from app.api.jobs import limits
 from app.api.parsing import finish_spec, parse_json
 from app.api.uploads import parse_document
 from app.compat.languages import Catalog, catalog
+from app.parse_slots import parse_slot
 from app.web import db_session, stapel
 from stapel import detect, glossaries, interactive
 from stapel.exceptions import StapelError, TooLarge, Unauthorized, ValidationError
@@ -20,7 +21,7 @@ from stapel.formats.base import FormatError
 from stapel.formats.fragments import Fragment, Markup
 from stapel.interactive import Lane
 from stapel.jobs import JobSpec
-from stapel.keys import hash_key, tenant_for_key
+from stapel.keys import tenant_for_key
 
 DETECT_SAMPLE_CHARS = 2000
 """How much of a document's text its language is detected from."""
@@ -31,12 +32,6 @@ def authenticate(key: str | None, how: str) -> None:
     if not key or not key.strip():
         raise Unauthorized(f"an API key is required: {how}")
     g.tenant_id = tenant_for_key(db_session, key.strip())
-    g.compat_rate_key = "key:" + hash_key(key.strip())
-
-
-def rate_key() -> str:
-    """Who a compat request counts against: the API key's hash (as /v1), else the address."""
-    return g.get("compat_rate_key") or "addr:" + (request.remote_addr or "unknown")
 
 
 def lane() -> Lane:
@@ -90,21 +85,17 @@ class Group:
 def groups(texts: list[str], source: str | None, target: str) -> tuple[list[Group], list[float]]:
     """Split texts by source language; with source None detect each text's.
 
-    Detection ranks among the sources that have a model to target. A blank text (no
-    evidence) goes with the request's most common language, confidence 0. Returns the
-    groups and each text's confidence (1 when the source was given).
+    Detection ranks the model root's languages, as /detect does. A text detected in the
+    target language forms a group of its own, which is not translated (DeepL answers
+    such a text as it was); a language with no model to target is a 400 naming it. A
+    blank text (no evidence) goes with the request's most common language, confidence
+    0. Returns the groups and each text's confidence (1 when the source was given).
     """
     if source is not None:
         return [Group(source, list(range(len(texts))))], [1.0] * len(texts)
-    candidates = models().sources_to(target)
-    if not detect.detectable(candidates):
-        raise ValidationError(
-            f"cannot detect the source language: no detectable language has a model to {target}",
-            code="unknown_language_pair",
-        )
-    found = [detect.best(t, candidates) if t.strip() else None for t in texts]
+    found = [detected(t, target) if t.strip() else None for t in texts]
     common = Counter(f[0] for f in found if f).most_common(1)
-    fallback = common[0][0] if common else detect.detectable(candidates)[0]
+    fallback = common[0][0] if common else _fallback(target)
     chosen = [f or (fallback, 0.0) for f in found]
     by_source: dict[str, list[int]] = {}
     for place, (code, _confidence) in enumerate(chosen):
@@ -112,23 +103,56 @@ def groups(texts: list[str], source: str | None, target: str) -> tuple[list[Grou
     return [Group(s, p) for s, p in by_source.items()], [c for _s, c in chosen]
 
 
+def detected(text: str, target: str) -> tuple[str, float]:
+    """The language of text among the model root's (as /detect ranks them), checked to
+    be target itself or a source with a model to target."""
+    catalog = models()
+    found = detect.best(text, catalog.languages)
+    if found is None:
+        raise ValidationError(
+            "cannot detect the source language: no language of the model root is detectable",
+            code="unknown_language_pair",
+        )
+    if found[0] != target and found[0] not in catalog.sources_to(target):
+        raise ValidationError(
+            f"the detected source language {found[0]} has no model to {target}: "
+            "send source_lang, or a text in a language with a model",
+            code="unknown_language_pair",
+        )
+    return found
+
+
+def _fallback(target: str) -> str:
+    """The source of a request whose texts are all blank: any with a model to target."""
+    candidates = detect.detectable(models().sources_to(target)) or models().sources_to(target)
+    if not candidates:
+        raise ValidationError(
+            f"cannot detect the source language: no model translates to {target}",
+            code="unknown_language_pair",
+        )
+    return candidates[0]
+
+
 def upload_spec(upload: FileStorage, source: str | None, target: str) -> JobSpec:
-    """Validate an uploaded document by /v1's upload rules; detect its source if None."""
-    if source is None:
-        sample = upload.stream.read(DETECT_SAMPLE_CHARS * 4).decode("utf-8", "replace")
-        upload.stream.seek(0)
-        candidates = models().sources_to(target)
-        found = detect.best(sample[:DETECT_SAMPLE_CHARS], candidates)
-        if found is None:
-            raise ValidationError(
-                f"cannot detect the document's language: no model translates to {target}",
-                code="unknown_language_pair",
-            )
-        source = found[0]
+    """Validate an uploaded document by /v1's upload rules; detect its source if None.
+
+    The language is detected from the document's own text (its segments, tags aside),
+    so a Word or XLIFF file is judged by its words, not its markup; a document already
+    in the target language is refused, as DeepL refuses it.
+    """
     bounds = limits()
     document = parse_document(
         0, upload.filename or "file0", upload.stream, bounds, bounds.max_segments
     )
+    if source is None:
+        sample = " ".join(inline.strip(s) for s in document.segments)[:DETECT_SAMPLE_CHARS]
+        source = detected(sample, target)[0] if sample.strip() else _fallback(target)
+        if source == target:
+            raise ValidationError(
+                "Source and target language are equal: the document is detected as "
+                f"{source}, its target language",
+                code="same_language",
+            )
     fields = {"source_lang": source, "target_lang": target}
     return finish_spec(fields, [document], models().pair_names, bounds, None)
 
@@ -150,7 +174,8 @@ def read_texts(texts: list[str], markup: Markup | list[Markup | None] | None) ->
     out = []
     for i, (text, kind) in enumerate(zip(texts, each, strict=True)):
         try:
-            out.append(fragments.parse(text, kind))
+            with parse_slot(len(text) if kind else 0):
+                out.append(fragments.parse(text, kind))
         except FormatError as exc:
             name = kind.kind.upper() if kind else "text"
             raise ValidationError(
@@ -185,7 +210,13 @@ def translate_texts(
         parsed = read_texts([m.text if m else t for m, t in zip(marked, texts, strict=True)], kinds)
     plain = [" ".join(inline.strip(s) for s in f.segments) for f in parsed]
     found, confidences = groups(plain, source, target)
-    sent = [gr for gr in found if any(parsed[i].segments for i in gr.places)]
+    # A text detected in the target language stays as it was; a source given is checked.
+    untouched = {gr.source for gr in found if source is None and gr.source == target}
+    sent = [
+        gr
+        for gr in found
+        if gr.source not in untouched and any(parsed[i].segments for i in gr.places)
+    ]
     specs = [
         spec(gr.source, target, [s for i in gr.places for s in parsed[i].segments]) for gr in sent
     ]

@@ -16,8 +16,9 @@ from pathlib import PurePosixPath
 from types import ModuleType
 
 from stapel.exceptions import TooLarge, ValidationError
-from stapel.formats import docx, html, po, srt, xliff
+from stapel.formats import docx, html, layout, po, pokeep, srt, xliff, xmlkeep
 from stapel.formats.base import FALSE_WORDS, OPTION_FIELDS, TRUE_WORDS, FormatError, Limits, Options
+from stapel.storable import unstorable
 
 __all__ = [
     "ACCEPTED",
@@ -41,6 +42,7 @@ EXTENSIONS = {
     ".txt": "txt",
     ".xlf": "xliff",
     ".xliff": "xliff",
+    ".sdlxliff": "xliff",
     ".po": "po",
     ".pot": "po",
     ".srt": "srt",
@@ -156,6 +158,12 @@ def parse_document(
                 f"{limits.max_segment_chars}",
                 code="segment_too_long",
             )
+        found = unstorable(text)
+        if found is not None:
+            raise ValidationError(
+                f"file {name!r}: segment {i} contains {found}; it cannot be stored",
+                code="invalid_text",
+            )
     return ParsedDocument(name, fmt, segments, data, options)
 
 
@@ -163,9 +171,29 @@ def _error(name: str, fmt: str, exc: FormatError) -> ValidationError | TooLarge:
     message = f"file {name!r} ({fmt}){exc.where()}: {exc.message}"
     if exc.code == "unsupported_file_type":
         message += f"; accepted: {ACCEPTED}"
-    if exc.code == "document_too_large":
+    if exc.code in ("document_too_large", "too_many_segments"):
         return TooLarge(message, code=exc.code)
     return ValidationError(message, code=exc.code)
+
+
+def check_target(name: str, fmt: str, data: bytes, target: str) -> None:
+    """Refuse a bilingual file that declares another target language than the job's
+    (its targets would carry one language under another's label); regional variants
+    of the job's language (de-AT for de) are the same language."""
+    if fmt != "xliff":
+        return
+    for declared in sorted(xliff.target_languages(data)):
+        if _primary(declared) != _primary(target):
+            raise ValidationError(
+                f"file {name!r} declares target language {declared!r}, but the job "
+                f"translates into {target!r}: send the job for {declared!r}, or the file "
+                f"with {target!r} as its target language",
+                code="language_mismatch",
+            )
+
+
+def _primary(code: str) -> str:
+    return re.split(r"[-_]", code.strip(), maxsplit=1)[0].lower()
 
 
 def render_document(
@@ -176,5 +204,13 @@ def render_document(
     langs: tuple[str, str],
     limits: Limits | None = None,
 ) -> bytes:
-    """Rebuild a stored document with its targets (None: not translated, left as it was)."""
-    return FORMATS[fmt].merge(original, targets, options, langs, limits or Limits())
+    """Rebuild a stored document with its targets (None: not translated, left as it was).
+
+    A text format keeps the original's BOM, declaration, line endings and final newline.
+    """
+    out = FORMATS[fmt].merge(original, targets, options, langs, limits or Limits())
+    if fmt == "xliff" and out != original:
+        out = xmlkeep.restore(original, out)
+    if fmt == "po" and out != original:
+        out = pokeep.restore(original, out)
+    return out if fmt == "docx" else layout.keep(original, out)

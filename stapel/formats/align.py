@@ -17,6 +17,8 @@ docs/formats.md has the measured accuracy.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +27,8 @@ import numpy as np
 import stapel.formats.inline as inline
 from stapel.formats.inline import Code
 from stapel.formats.pieces import word_matrix, words
+
+log = logging.getLogger(__name__)
 
 TRIM_SHARE = 0.8
 """A word at the edge of a span that is no source word's best match is dropped when less
@@ -104,8 +108,12 @@ class Placer:
         return run
 
     def covered(self, start: int, end: int) -> set[int]:
-        """Source words inside the plain-text range [start, end)."""
-        return {i for i, (a, b) in enumerate(self.sw) if a >= start and b <= end and a < b}
+        """Source words inside the plain-text range [start, end); when it holds none, the
+        words it cuts into (`Para<b>gr</b>aph` spans the word it is part of)."""
+        inside = {i for i, (a, b) in enumerate(self.sw) if a >= start and b <= end and a < b}
+        if inside or start >= end:
+            return inside
+        return {i for i, (a, b) in enumerate(self.sw) if a < end and b > start}
 
     def boundary(self, offset: int) -> int:
         """The nearest end of the target for a source offset."""
@@ -120,6 +128,13 @@ class Placer:
             return 0
         if o >= self.sw[-1][1]:
             return len(self.target)
+        within = next((i for i, (a, b) in enumerate(self.sw) if a < o < b), None)
+        if within is not None:  # inside a word: at the nearer end of what it became
+            a, b = self.sw[within]
+            linked = self.targets_of({within})
+            if not linked:
+                return self.boundary(o)
+            return self.tw[max(linked)][1] if o - a >= b - o else self.tw[min(linked)][0]
         after = next(i for i, (a, _b) in enumerate(self.sw) if a >= o)
         before = after - 1
         touches_next = self.sw[after][0] == o and not code.space_after
@@ -146,7 +161,45 @@ class Placer:
 
 
 def place(source: str, aligned: Aligned) -> str:
-    """Return aligned.text with source's codes placed; source is the tagged segment."""
+    """Return aligned.text with source's codes placed; source is the tagged segment.
+
+    Whatever the alignment, every code comes back once and nested: a placement that
+    fails or breaks that rule is replaced by `at_edges`.
+    """
+    try:
+        out = _place(source, aligned)
+    except Exception as exc:
+        log.warning("event=placement_failed fallback=edges error=%s", type(exc).__name__)
+        return at_edges(source, aligned.text)
+    if not inline.same_codes(source, out):
+        log.warning("event=placement_failed fallback=edges error=codes_changed")
+        return at_edges(source, aligned.text)
+    return out
+
+
+def at_edges(source: str, text: str) -> str:
+    """Return text with source's codes around it: openings first, the rest at the end.
+
+    The rule when words cannot be aligned (a unit translated in several pieces, a
+    placement that failed): no code is dropped, each stays at a boundary in source
+    order. The pairs' closings come last opened first, so siblings (`<1>a</1> <2>b</2>`)
+    nest instead of crossing.
+    """
+    _plain, codes = inline.split(source)
+    order = {id(code): n for n, code in enumerate(codes)}
+    closing = {id(close): order[id(open_)] for open_, close in inline.pairs(codes).values()}
+    ends = sorted(
+        (code for code in codes if code.kind != "open"),
+        key=lambda code: (id(code) not in closing, -closing.get(id(code), 0), order[id(code)]),
+    )
+    starts = [code for code in codes if code.kind == "open"]
+    moved = [dataclasses.replace(code, offset=0) for code in starts] + [
+        dataclasses.replace(code, offset=len(text)) for code in ends
+    ]
+    return inline.join(inline.strip(text), moved)
+
+
+def _place(source: str, aligned: Aligned) -> str:
     plain, codes = inline.split(source)
     if not codes:
         return aligned.text

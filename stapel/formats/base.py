@@ -6,7 +6,9 @@ import io
 import re
 import zipfile
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from xml.parsers import expat
 
 from lxml import etree
 
@@ -46,6 +48,9 @@ class Limits:
     max_segments: int = 200_000
     max_unpacked_bytes: int = 256 * 1024 * 1024
     max_zip_entries: int = 2000
+    max_zip_ratio: int = 200
+    """An entry that unpacks to more than this many times its packed size is a bomb (a
+    Word document's XML packs 5-30 times; zeros pack a thousand times)."""
 
 
 class FormatError(Exception):
@@ -81,35 +86,134 @@ def decode_utf8(data: bytes) -> str:
         ) from None
 
 
-_DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+class _RootReached(Exception):
+    """The prolog ended: every DOCTYPE the document may have was seen."""
+
+
+class DoctypeCheck:
+    """Refuse a DOCTYPE that declares or names anything, fed the document chunk by chunk.
+
+    expat reads the prolog as XML (a DOCTYPE inside a comment is a comment) and stops at
+    the root element, so the cost is the prolog's, however long. A bare `<!DOCTYPE name>`
+    passes: it declares nothing. An internal subset (entity, element or attribute
+    declarations) or an external DTD (SYSTEM or PUBLIC) is refused. `checked` is False
+    when expat cannot read the encoding: the caller then refuses any DOCTYPE.
+    """
+
+    def __init__(self) -> None:
+        self.reader = expat.ParserCreate()
+        self.reader.StartDoctypeDeclHandler = self._doctype
+        self.reader.StartElementHandler = self._root
+        self.done, self.checked = False, True
+        self.head = bytearray()
+
+    def feed(self, chunk: bytes, final: bool = False) -> None:
+        if self.done:
+            return
+        self.head += chunk  # only the prolog is kept: done at the root element
+        try:
+            self.reader.Parse(chunk, final)
+        except _RootReached:
+            self.done = True
+        except (expat.ExpatError, ValueError, LookupError):
+            self.done, self.checked = True, False  # malformed (lxml says where), or encoding
+        if self.done:
+            self.head = bytearray()
+
+    def _doctype(self, name: str, system: str | None, public: str | None, subset: int) -> None:
+        if subset or system or public:
+            what = "an internal subset" if subset else "an external DTD"
+            at = max(self.head.rfind(b"<!DOCTYPE", 0, self.reader.CurrentByteIndex + 1), 0)
+            line, column = position(bytes(self.head[:at]).decode("utf-8", "replace"), at)
+            raise FormatError(
+                f"a DOCTYPE with {what} (entity or DTD declarations) is not accepted; "
+                f"a bare <!DOCTYPE {name}> is",
+                line,
+                column,
+            )
+
+    def _root(self, *_args: object) -> None:
+        raise _RootReached
+
+
+SAFE = {
+    "resolve_entities": False,
+    "no_network": True,
+    "load_dtd": False,
+    "dtd_validation": False,
+    "huge_tree": False,
+    "strip_cdata": False,
+    "remove_blank_text": False,
+}
+"""lxml's parser options for every document: no DTD, entities or network, libxml2's
+limits on huge documents kept."""
 
 
 def parse_xml(data: bytes) -> etree._ElementTree:
     """Parse XML with no DTD, no entity expansion and no network: billion laughs and XXE fail.
 
-    A DOCTYPE is refused outright (none of the formats needs one); the parser would not
-    expand or fetch entities anyway (resolve_entities=False, no_network=True,
-    load_dtd=False) and keeps libxml2's limits on huge documents (huge_tree=False).
+    The whole prolog is read as XML (_check_doctype), so a DOCTYPE is judged wherever it
+    stands and whatever comes before it; the parser would not expand or fetch entities
+    anyway (resolve_entities=False, no_network=True, load_dtd=False) and keeps libxml2's
+    limits on huge documents (huge_tree=False). With nothing declared, a reference to
+    any entity but XML's five is malformed.
     """
-    match = _DOCTYPE.search(data[:65536])
-    if match is not None:
-        line, column = position(data[: match.start()].decode("utf-8", "replace"), match.start())
-        raise FormatError("a DOCTYPE (DTD or entity declarations) is not accepted", line, column)
-    parser = etree.XMLParser(
-        resolve_entities=False,
-        no_network=True,
-        load_dtd=False,
-        dtd_validation=False,
-        huge_tree=False,
-        strip_cdata=False,
-        remove_blank_text=False,
-    )
+    check = DoctypeCheck()
+    check.feed(data, final=True)
     try:
-        root = etree.fromstring(data, parser)
+        root = etree.fromstring(data, etree.XMLParser(**SAFE))
     except etree.XMLSyntaxError as exc:
         line, column = exc.position
         raise FormatError(f"malformed XML: {exc.msg}", line, column) from None
-    return root.getroottree()
+    tree = root.getroottree()
+    refuse_unchecked(check, tree)
+    return tree
+
+
+def refuse_unchecked(check: DoctypeCheck, tree: etree._ElementTree) -> None:
+    if not check.checked and tree.docinfo.doctype:
+        raise FormatError("a DOCTYPE is not accepted in this encoding (use UTF-8)", 1, 1)
+
+
+def iter_ends(
+    chunks: Iterable[bytes], tag: str | tuple[str, ...], root: bool = False
+) -> Iterator[etree._Element]:
+    """Yield each `tag` element of a streamed document as it ends (its subtree complete),
+    and with root=True the root element last.
+
+    The caller drops what it has read (`release`), so memory holds one element and the
+    path to it, not the document. Parsed as parse_xml parses.
+    """
+    check = DoctypeCheck()
+    parser = etree.XMLPullParser(events=("end",), tag=tag, **SAFE)
+    try:
+        for chunk in chunks:
+            check.feed(chunk)
+            parser.feed(chunk)
+            for _event, elem in parser.read_events():
+                yield elem
+        check.feed(b"", final=True)
+        top = parser.close()
+        for _event, elem in parser.read_events():
+            yield elem
+    except etree.XMLSyntaxError as exc:
+        log = exc.error_log  # its last entry is the cause ("no element found" is the end)
+        cause = log[len(log) - 1] if len(log) else None
+        if cause is None:
+            raise FormatError(f"malformed XML: {exc.msg}", *exc.position) from None
+        raise FormatError(f"malformed XML: {cause.message}", cause.line, cause.column) from None
+    refuse_unchecked(check, top.getroottree())
+    if root:
+        yield top
+
+
+def release(elem: etree._Element) -> None:
+    """Free an element that was read, and the siblings read before it."""
+    elem.clear(keep_tail=False)
+    parent = elem.getparent()
+    if parent is not None:
+        while elem.getprevious() is not None:
+            del parent[0]
 
 
 def xml_bytes(tree: etree._ElementTree, original: bytes) -> bytes:
@@ -143,25 +247,35 @@ class Zip:
                 f"{limits.max_unpacked_bytes}",
                 code="document_too_large",
             )
+        for info in infos:
+            packed = max(info.compress_size, 1)
+            if info.file_size > limits.max_zip_ratio * packed + 4096:
+                raise FormatError(
+                    f"entry {info.filename!r} unpacks {info.file_size // packed} times its "
+                    f"packed size; the limit is {limits.max_zip_ratio}",
+                    code="document_too_large",
+                )
         self.infos = infos
         self.left = limits.max_unpacked_bytes
 
     def names(self) -> list[str]:
         return [i.filename for i in self.infos]
 
-    def read(self, name: str) -> bytes:
-        """Unpack one entry, counting what it really unpacks to against the limit."""
-        out = bytearray()
+    def stream(self, name: str) -> Iterator[bytes]:
+        """Unpack one entry in chunks, counting what it really unpacks to against the limit."""
         try:
             with self.file.open(name) as member:
                 while chunk := member.read(1 << 16):
-                    out += chunk
-                    if len(out) > self.left:
+                    self.left -= len(chunk)
+                    if self.left < 0:
                         raise FormatError(
                             "the container unpacks to more than the limit",
                             code="document_too_large",
                         )
+                    yield chunk
         except (zipfile.BadZipFile, zlib.error, OSError) as exc:
             raise FormatError(f"entry {name!r} cannot be unpacked ({exc})") from None
-        self.left -= len(out)
-        return bytes(out)
+
+    def read(self, name: str) -> bytes:
+        """Unpack one entry whole (counted as `stream` counts)."""
+        return b"".join(self.stream(name))

@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, Limits, Options, Zip, parse_xml, xml_bytes
+from stapel.formats.base import (
+    FormatError,
+    Limits,
+    Options,
+    Zip,
+    iter_ends,
+    parse_xml,
+    release,
+    xml_bytes,
+)
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 PARTS = re.compile(r"^word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml$")
@@ -264,16 +273,44 @@ def _paragraphs(tree: etree._ElementTree) -> list[Para]:
 
 
 def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
-    """Return each paragraph with text, part by part, as a segment."""
+    """Return each paragraph with text, part by part, as a segment.
+
+    Each part is read as a stream (iter_ends): a paragraph is turned into its segment
+    when it ends and then dropped, so memory holds one paragraph, not the part, and
+    the segment limit stops the reading when it is passed.
+    """
     container, parts = _open(data, limits)
-    return [para.text.strip() for name in parts for para in _paragraphs(_part(container, name))]
+    out: list[str] = []
+    for name in parts:
+        try:
+            for outer in iter_ends(container.stream(name), q("p")):
+                if _nested(outer):
+                    continue  # read with the paragraph it stands in, in document order
+                for p in outer.iter(q("p")):
+                    para = paragraph(p)
+                    if re.search(r"\w", inline.strip(para.text)):
+                        out.append(para.text.strip())
+                if len(out) > limits.max_segments:
+                    raise FormatError(
+                        f"more than {limits.max_segments} paragraphs; that is the limit",
+                        code="too_many_segments",
+                    )
+                release(outer)
+        except FormatError as exc:
+            raise FormatError(
+                f"{name}: {exc.message}", exc.line, exc.column, code=exc.code
+            ) from None
+    return out
 
 
-def _part(container: Zip, name: str) -> etree._ElementTree:
-    try:
-        return parse_xml(container.read(name))
-    except FormatError as exc:
-        raise FormatError(f"{name}: {exc.message}", exc.line, exc.column, code=exc.code) from None
+def _nested(p: etree._Element) -> bool:
+    """Whether p stands inside another paragraph (a text box's)."""
+    parent = p.getparent()
+    while parent is not None:
+        if parent.tag == p.tag:
+            return True
+        parent = parent.getparent()
+    return False
 
 
 def merge(
@@ -303,5 +340,12 @@ def merge(
     with zipfile.ZipFile(out, "w") as zout:
         for info in container.infos:
             name = info.filename
-            zout.writestr(info, changed.get(name) or read.get(name) or container.read(name))
+            content = changed.get(name) or read.get(name)
+            if content is not None:
+                zout.writestr(info, content)
+                continue
+            # copied chunk by chunk, never whole; the writer changes the info it is given
+            with zout.open(copy.copy(info), "w") as member:
+                for chunk in container.stream(name):
+                    member.write(chunk)
     return out.getvalue()

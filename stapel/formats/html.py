@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterator, Sequence
 
 import stapel.formats.inline as inline
-from stapel.formats.base import Limits, Options, decode_utf8
-from stapel.formats.htmlruns import Attr, Run, Unit, units
+from stapel.formats.base import FormatError, Limits, Options, decode_utf8
+from stapel.formats.htmlruns import Attr, Run, Unit, iter_units, units
 
 SPACE = re.compile(r"\s+")
 
@@ -42,8 +42,17 @@ def segment(unit: Unit) -> str:
 
 
 def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
-    """Return the segments of an HTML document."""
-    return [segment(u) for u in units(decode_utf8(data))]
+    """Return the segments of an HTML document, read as a stream: a unit becomes its
+    segment as it ends, and reading stops once the segment limit is passed."""
+    out: list[str] = []
+    for unit in iter_units(decode_utf8(data), max_chars=limits.max_segment_chars):
+        out.append(segment(unit))
+        if len(out) > limits.max_segments:
+            raise FormatError(
+                f"more than {limits.max_segments} segments; that is the limit",
+                code="too_many_segments",
+            )
+    return out
 
 
 def _render(run: Run, target: str, text: str, tags: dict[int, str]) -> str:
@@ -64,8 +73,13 @@ def _render(run: Run, target: str, text: str, tags: dict[int, str]) -> str:
 def _patched_tag(text: str, attr: Attr, value: str, tags: dict[int, str]) -> None:
     raw = tags.get(attr.tag_start, text[attr.tag_start : attr.tag_end])
     pattern = re.compile(rf"(\s{attr.name}\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s\"'>]+)", re.IGNORECASE)
-    quoted = '"' + html.escape(value, quote=True) + '"'
-    tags[attr.tag_start] = pattern.sub(lambda m: m.group(1) + quoted, raw, count=1)
+    escaped = html.escape(value, quote=True)
+
+    def quoted(m: re.Match) -> str:  # the value keeps its quote character
+        mark = m.group(2)[0] if m.group(2)[0] in "\"'" else '"'
+        return m.group(1) + mark + escaped + mark
+
+    tags[attr.tag_start] = pattern.sub(quoted, raw, count=1)
 
 
 def merge(
@@ -98,10 +112,13 @@ def splice(
             _patched_tag(text, unit, inline.strip(target), tags)
         else:
             runs.append((unit, target))
-    edits = _edits(text, runs, tags)
-    for start, end, new in sorted(edits, reverse=True):
-        text = text[:start] + new + text[end:]
-    return text
+    out: list[str] = []
+    at = 0
+    for start, end, new in sorted(_edits(text, runs, tags)):  # one pass: linear in text
+        out += (text[at:start], new)
+        at = end
+    out.append(text[at:])
+    return "".join(out)
 
 
 def _edits(

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from stapel.formats.base import FormatError
-from stapel.formats.htmltokens import Event, tokenize
+from stapel.formats.htmltokens import Event, events
 
 INLINE = {
     "a",
@@ -86,7 +88,7 @@ OPTIONAL_END = {
 ATTRIBUTES = ("alt", "title")
 
 
-@dataclass
+@dataclass(slots=True)
 class Piece:
     """One part of a text run: text (decoded) or a code (its original bytes)."""
 
@@ -126,29 +128,48 @@ def _atomic(e: Event) -> bool:
 
 
 class _Walker:
-    """Finds the text runs and translatable attributes, checking that the markup nests."""
+    """Finds the text runs and translatable attributes, checking that the markup nests.
 
-    def __init__(self, text: str, events: list[Event], keep: frozenset[str] = frozenset()) -> None:
-        self.text, self.events, self.keep = text, events, keep
+    Linear in the events and streaming: each event is seen once (an element kept whole
+    is skipped by counting its nested namesakes, not by looking ahead), a unit is
+    yielded when it ends, and a code's number is a count kept for the run. An end tag
+    looks down the stack only when an element of its name is open (`open` counts
+    them); all it passes is then closed. docs/design/parsing.md has the figures.
+    """
+
+    def __init__(self, text: str, keep: frozenset[str], max_codes: int | None = None) -> None:
+        self.text, self.keep, self.max_codes = text, keep, max_codes
         self.stack: list[Event] = []
+        self.open: Counter[str] = Counter()
         self.units: list[Unit] = []
         self.run = Run()
+        self.codes = 0
         self.opened: list[Piece] = []
+        self.skipping: Event | None = None
+        self.depth = 0
 
-    def walk(self) -> list[Unit]:
-        i = 0
-        while i < len(self.events):
-            i = self._event(i, self.events[i])
+    def walk(self) -> Iterator[Unit]:
+        for e in events(self.text):
+            if self.skipping is not None:
+                self._skip(e)
+            else:
+                self._event(e)
+            yield from self.units
+            self.units.clear()
+        if self.skipping is not None:
+            raise FormatError(
+                f"<{self.skipping.tag}> is never closed", self.skipping.line, self.skipping.column
+            )
         self._end_run()
+        yield from self.units
         for e in self.stack:
             if e.tag in INLINE:
                 raise FormatError(f"<{e.tag}> is never closed", e.line, e.column)
-        return self.units
 
-    def _event(self, i: int, e: Event) -> int:
+    def _event(self, e: Event) -> None:
         if e.kind in ("start", "startend"):
-            return self._start(i, e)
-        if e.kind == "end":
+            self._start(e)
+        elif e.kind == "end":
             self._end(e)
         elif e.kind == "text":
             raw = self.text[e.start : e.end]
@@ -157,22 +178,17 @@ class _Walker:
             self._piece(e.start, e.end, "point")
         else:
             self._end_run()
-        return i + 1
 
-    def _start(self, i: int, e: Event) -> int:
+    def _start(self, e: Event) -> None:
         if e.tag in self.keep or e.tag in SKIP or _atomic(e):
-            j = self._matching_end(i, e) if e.kind == "start" and e.tag not in VOID else i
-            end = self.events[j].end if j < len(self.events) else len(self.text)
-            if e.tag in self.keep:
-                self._piece(e.start, end, "point")
-            elif e.tag in SKIP or e.tag not in INLINE | ATOMS | POINTS:
-                self._end_run()
+            if e.kind == "start" and e.tag not in VOID:
+                self.skipping, self.depth = e, 0  # kept whole: _skip finds its end
             else:
-                self._piece(e.start, end, "point")
-            return j + 1
+                self._whole(e, e.end)
+            return
         self._attributes(e)
         if e.tag in INLINE and e.kind == "start":
-            self.stack.append(e)
+            self._push(e)
             self.opened.append(self._piece(e.start, e.end, "open"))
             self.opened[-1].tag = e.tag
         elif e.tag in POINTS or e.tag in INLINE:
@@ -181,26 +197,45 @@ class _Walker:
             self._end_run()
             if e.kind == "start" and e.tag not in VOID:
                 if e.tag in OPTIONAL_END and self.stack and self.stack[-1].tag == e.tag:
-                    self.stack.pop()
-                self.stack.append(e)
-        return i + 1
+                    self._pop()
+                self._push(e)
 
-    def _matching_end(self, i: int, e: Event) -> int:
-        depth = 0
-        for j in range(i + 1, len(self.events)):
-            other = self.events[j]
-            if other.tag == e.tag and other.kind == "start":
-                depth += 1
-            elif other.tag == e.tag and other.kind == "end":
-                if depth == 0:
-                    return j
-                depth -= 1
-        raise FormatError(f"<{e.tag}> is never closed", e.line, e.column)
+    def _skip(self, e: Event) -> None:
+        """Inside an element kept whole: count its namesakes until its own end tag."""
+        opener = self.skipping
+        assert opener is not None
+        if e.tag != opener.tag:
+            return
+        if e.kind == "start":
+            self.depth += 1
+        elif e.kind == "end" and self.depth:
+            self.depth -= 1
+        elif e.kind == "end":
+            self.skipping = None
+            self._whole(opener, e.end)
+
+    def _whole(self, e: Event, end: int) -> None:
+        """An element kept whole, from its start tag to `end`."""
+        if e.tag in self.keep:
+            self._piece(e.start, end, "point")
+        elif e.tag in SKIP or e.tag not in INLINE | ATOMS | POINTS:
+            self._end_run()
+        else:
+            self._piece(e.start, end, "point")
+
+    def _push(self, e: Event) -> None:
+        self.stack.append(e)
+        self.open[e.tag] += 1
+
+    def _pop(self) -> None:
+        self.open[self.stack.pop().tag] -= 1
 
     def _end(self, e: Event) -> None:
-        found = next(
-            (k for k in range(len(self.stack) - 1, -1, -1) if self.stack[k].tag == e.tag), None
-        )
+        found = None
+        if self.open[e.tag]:
+            found = next(
+                k for k in range(len(self.stack) - 1, -1, -1) if self.stack[k].tag == e.tag
+            )
         if found is None:
             if e.tag in OPTIONAL_END or e.tag in VOID:
                 self._end_run()
@@ -214,7 +249,8 @@ class _Walker:
                     e.line,
                     e.column,
                 )
-        del self.stack[found:]
+        while len(self.stack) > found:
+            self._pop()
         if e.tag not in INLINE:
             self._end_run()
             return
@@ -225,10 +261,21 @@ class _Walker:
             self._piece(e.start, e.end, "close")
 
     def _piece(self, start: int, end: int, kind: str) -> Piece:
-        numbers = [p.number for p in self.run.pieces if p.kind != "text"]
-        piece = Piece(start, end, kind=kind, number=max(numbers, default=0) + 1)
+        self.codes += 1  # a close takes its opener's number: only new codes count
+        if self.max_codes is not None and self.codes > self.max_codes:
+            raise FormatError(
+                f"a paragraph holds more than {self.max_codes} tags: its segment would pass "
+                "the segment's character limit",
+                *self.position(start),
+                code="segment_too_long",
+            )
+        piece = Piece(start, end, kind=kind, number=self.codes)
         self.run.pieces.append(piece)
         return piece
+
+    def position(self, at: int) -> tuple[int, int]:
+        line = self.text.count("\n", 0, at) + 1
+        return line, at - self.text.rfind("\n", 0, at)
 
     def _attributes(self, e: Event) -> None:
         for name, value in e.attrs:
@@ -236,7 +283,7 @@ class _Walker:
                 self.units.append(Attr(e.start, e.end, name, value))
 
     def _end_run(self) -> None:
-        run, self.run, self.opened = self.run, Run(), []
+        run, self.run, self.opened, self.codes = self.run, Run(), [], 0
         if any(p.kind == "text" and re.search(r"\w", p.text) for p in run.pieces):
             self.units.append(run)
 
@@ -247,4 +294,14 @@ def units(text: str, keep: frozenset[str] = frozenset()) -> list[Unit]:
     Elements named in keep (DeepL's `ignore_tags`) are standalone codes kept whole, in
     the run they stand in, whatever their kind.
     """
-    return _Walker(text, tokenize(text), keep).walk()
+    return list(iter_units(text, keep))
+
+
+def iter_units(
+    text: str, keep: frozenset[str] = frozenset(), max_chars: int | None = None
+) -> Iterator[Unit]:
+    """Yield what `units` returns, each unit as soon as it ends (a document is never
+    held as a list of its events or units). With max_chars, a run with more codes than
+    a segment of max_chars can hold (a marker is at least 3 characters) is refused as
+    soon as it has them."""
+    return _Walker(text, keep, None if max_chars is None else max_chars // 3).walk()

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 from stapel.formats.base import FormatError
 
+NEWLINE = re.compile("\n")
+CHUNK = 1 << 13
+"""Characters fed to the parser at a time: events come out as the text is read."""
 
-@dataclass
+
+@dataclass(slots=True)
 class Event:
     kind: str
     """"start", "end", "startend", "text", "comment" or "other"."""
@@ -28,7 +32,8 @@ class _Tokens(HTMLParser):
     def __init__(self, text: str) -> None:
         super().__init__(convert_charrefs=False)
         self.text = text
-        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.starts = [0]
+        """Where each line read so far starts (grown chunk by chunk)."""
         self.events: list[Event] = []
 
     def _add(self, kind: str, tag: str = "", attrs=None) -> None:
@@ -68,18 +73,42 @@ class _Tokens(HTMLParser):
         self._add("other")
 
 
-def tokenize(text: str) -> list[Event]:
-    """Return the events of text, each with its [start, end) offsets."""
+def events(text: str) -> Iterator[Event]:
+    """Yield the events of text in order, each with its [start, end) offsets, as the text
+    is read: an event is yielded once the next one starts (that is where it ends)."""
     tokens = _Tokens(text)
-    tokens.feed(text)
+    held: Event | None = None
+    for at in range(0, len(text), CHUNK):
+        chunk = text[at : at + CHUNK]
+        tokens.starts.extend(m.end() + at for m in NEWLINE.finditer(chunk))
+        try:
+            tokens.feed(chunk)
+        except AssertionError as exc:  # html.parser asserts on `<![` that opens no section
+            line, column = tokens.getpos()
+            raise FormatError(
+                f"a declaration is not well-formed ({exc})", line, column + 1
+            ) from None
+        found, tokens.events = tokens.events, []
+        for event in found:
+            if held is not None:
+                held.end = event.start
+                yield held
+            held = event
     if "<" in tokens.rawdata:  # a tag or comment the end of the file cut off
         at = len(text) - len(tokens.rawdata) + tokens.rawdata.index("<")
         line = text.count("\n", 0, at) + 1
         raise FormatError("a tag or comment is not closed", line, at - text.rfind("\n", 0, at))
     tokens.close()
-    events = tokens.events
-    for this, after in itertools.pairwise(events):
-        this.end = after.start
-    if events:
-        events[-1].end = len(text)
-    return events
+    for event in tokens.events:
+        if held is not None:
+            held.end = event.start
+            yield held
+        held = event
+    if held is not None:
+        held.end = len(text)
+        yield held
+
+
+def tokenize(text: str) -> list[Event]:
+    """Return the events of text, each with its [start, end) offsets."""
+    return list(events(text))

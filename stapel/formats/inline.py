@@ -126,6 +126,29 @@ def pairs(codes: list[Code]) -> dict[int, tuple[Code, Code]]:
     return found
 
 
+def same_codes(source: str, target: str) -> bool:
+    """Whether target holds source's markers, each as often, and its pairs nest as
+    source's do (a pair well formed in source is well formed in target)."""
+    markers = sorted(m.group(0) for m in MARKER.finditer(source))
+    if markers != sorted(m.group(0) for m in MARKER.finditer(target)):
+        return False
+    return set(pairs(split(source)[1])) <= _nested(split(target)[1])
+
+
+def _nested(codes: list[Code]) -> set[int]:
+    """The numbers of the pairs that open and close properly nested."""
+    found: set[int] = set()
+    stack: list[int] = []
+    for code in codes:
+        if code.kind == "open":
+            stack.append(code.id)
+        elif code.kind == "close" and code.id in stack:
+            while stack[-1] != code.id:
+                stack.pop()
+            found.add(stack.pop())
+    return found
+
+
 def readable(text: str) -> str:
     """Show markers as `<n>`, `</n>` and `<n/>` (the JSON and text results)."""
 

@@ -11,6 +11,7 @@ unless the job turns it off. The file is written as polib writes it (docs/format
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,10 +39,32 @@ class Unit:
     texts: list[str]
 
 
+_GETTEXT = """ascii utf-8 iso-8859-1 iso-8859-2 iso-8859-3 iso-8859-4 iso-8859-5 iso-8859-6
+iso-8859-7 iso-8859-8 iso-8859-9 iso-8859-10 iso-8859-13 iso-8859-14 iso-8859-15 iso-8859-16
+koi8-r koi8-u koi8-t cp850 cp866 cp874 cp932 cp949 cp950 cp1250 cp1251 cp1252 cp1253 cp1254
+cp1255 cp1256 cp1257 cp1258 gb2312 gbk gb18030 big5 big5hkscs euc-jp euc-kr shift_jis johab
+tis-620"""
+GETTEXT_CHARSETS = frozenset(codecs.lookup(name).name for name in _GETTEXT.split())
+"""The charsets a PO header may name: GNU gettext's portable list, as Python spells them.
+Anything else (unicode_escape, punycode, idna ...) is a codec, not a text encoding: it
+can turn bytes into NULs or lone surrogates, or cost seconds of CPU per megabyte."""
+
+
 def _charset(data: bytes) -> str:
     match = CHARSET.search(data[:8192])
     name = match.group(1).decode("ascii", "replace") if match else "utf-8"
-    return "utf-8" if name.upper() == "CHARSET" else name
+    if name.upper() == "CHARSET":
+        return "utf-8"
+    try:
+        canonical = codecs.lookup(name).name
+    except LookupError:
+        canonical = ""
+    if canonical not in GETTEXT_CHARSETS:
+        raise FormatError(
+            f"the header's charset {name!r} is not a text encoding gettext supports (use UTF-8)",
+            code="invalid_encoding",
+        )
+    return canonical
 
 
 def _parse(data: bytes) -> tuple[polib.POFile, str]:
@@ -101,8 +124,20 @@ def decode(text: str, placeholders: list[str]) -> str:
     return inline.ANY_MARK.sub("", inline.MARKER.sub(back, text))
 
 
+ENTRY = re.compile(rb"^[ \t]*(?:#~[ \t]*)?msgid[ \t]", re.MULTILINE)
+
+
 def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
-    """Return the texts to translate: each entry's msgid, and msgid_plural where it has one."""
+    """Return the texts to translate: each entry's msgid, and msgid_plural where it has one.
+
+    The entries are counted on the bytes before polib builds them (a built entry costs
+    about a hundred times its text): more than the segment limit is refused unread.
+    """
+    entries = sum(1 for _ in ENTRY.finditer(data))
+    if entries > limits.max_segments + 1:  # the header is an entry too
+        raise FormatError(
+            f"{entries} entries; the limit is {limits.max_segments}", code="too_many_segments"
+        )
     po, _ = _parse(data)
     return [encode(text)[0] for unit in units(po, options) for text in unit.texts]
 

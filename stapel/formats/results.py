@@ -3,7 +3,8 @@ streamed entry by entry.
 
 A segment not translated yet (a running job) stays as it was in its document: the
 source text, or no target in XLIFF and no msgstr in PO. Documents sent as .txt or JSON
-come back as text, one segment per line.
+come back as text, one segment per line; a .txt upload with its own line endings,
+final newline or its absence, and BOM (stapel/formats/txt.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from stapel.exceptions import NotFound
-from stapel.formats import MEDIA_TYPES, Options, render_document
+from stapel.formats import MEDIA_TYPES, Options, render_document, txt
 from stapel.tables import Document, DocumentFile, Job, Segment
 
 
@@ -88,6 +89,9 @@ def _render(session: Session, job: Job, doc) -> Rendered:
         raise NotFound(f"document {doc.idx} of job {job.id} is gone")
     original, options = stored.content, Options.from_json(stored.options)
     session.rollback()
+    if doc.format == "txt":  # a .txt upload: its line endings and BOM are kept
+        lines = [target if target is not None else source for source, target in rows]
+        return Rendered(filename, MEDIA_TYPES["txt"], txt.merge(original, lines))
     content = render_document(
         doc.format,
         original,

@@ -13,6 +13,7 @@ original lines, so an identity round trip gives the file back byte for byte.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import stapel.formats.inline as inline
@@ -35,31 +36,58 @@ class Cue:
     """Each line's ending ("\\n", "\\r\\n" or "" at the end of the file)."""
 
 
+BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Where str.splitlines breaks a line."""
+
+
+def _raw_lines(text: str) -> Iterator[str]:
+    """text.splitlines(keepends=True), one line at a time."""
+    at = 0
+    for match in BREAK.finditer(text):
+        yield text[at : match.end()]
+        at = match.end()
+    if at < len(text):
+        yield text[at:]
+
+
+def _pairs(text: str) -> Iterator[tuple[str, str]]:
+    """Each line of text without its ending, and the ending ("\n", "\r\n" or "")."""
+    for raw in _raw_lines(text):
+        line = raw.rstrip("\r\n")
+        yield line, raw[len(line) :]
+
+
 def _lines(data: bytes) -> tuple[str, list[str], list[str]]:
     bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
-    text = decode_utf8(data)
-    raw = text.splitlines(keepends=True)
-    lines = [line.rstrip("\r\n") for line in raw]
-    ends = [line[len(stripped) :] for line, stripped in zip(raw, lines, strict=True)]
-    return bom, lines, ends
+    pairs = list(_pairs(decode_utf8(data)))
+    return bom, [line for line, _ in pairs], [end for _, end in pairs]
 
 
-def cues(lines: list[str], ends: list[str]) -> list[Cue]:
-    """Find the cues; a block without a timing line is a FormatError with its line."""
-    found, i = [], 0
-    while i < len(lines):
-        if not lines[i].strip():
-            i += 1
+def cues(pairs: Iterable[tuple[str, str]], limit: int | None = None) -> Iterator[Cue]:
+    """Yield the cues of (line, ending) pairs as they are read; a block without a timing
+    line is a FormatError with its line, and reading stops past `limit` cues."""
+    lines = enumerate(pairs)
+    count = 0
+    for i, (line, _end) in lines:
+        if not line.strip():
             continue
-        if not lines[i].strip().isdigit():
+        if not line.strip().isdigit():
             raise FormatError("expected a cue number", i + 1, 1)
-        if i + 1 >= len(lines) or not TIMING.match(lines[i + 1]):
+        timing = next(lines, None)
+        if timing is None or not TIMING.match(timing[1][0]):
             raise FormatError("expected a timing line like 00:00:01,000 --> 00:00:02,000", i + 2, 1)
-        start = i = i + 2
-        while i < len(lines) and lines[i].strip():
-            i += 1
-        found.append(Cue(start, lines[start:i], ends[start:i]))
-    return found
+        cue = Cue(i + 2, [], [])
+        for _j, (text, end) in lines:
+            if not text.strip():
+                break  # the blank line that ends the cue
+            cue.lines.append(text)
+            cue.ends.append(end)
+        count += 1
+        if limit is not None and count > limit:
+            raise FormatError(
+                f"more than {limit} cues; that is the limit", i + 1, code="too_many_segments"
+            )
+        yield cue
 
 
 def encode(lines: list[str]) -> tuple[str, list[str]]:
@@ -134,8 +162,8 @@ def rebreak(text: str, count: int) -> list[str]:
 
 def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
     """Return each cue's text as one segment."""
-    _, lines, ends = _lines(data)
-    return [encode(cue.lines)[0] for cue in cues(lines, ends)]
+    text = decode_utf8(data)
+    return [encode(cue.lines)[0] for cue in cues(_pairs(text), limits.max_segments)]
 
 
 def merge(
@@ -143,7 +171,7 @@ def merge(
 ) -> bytes:
     """Return the file with each translated cue's lines replaced, re-broken to its count."""
     bom, lines, ends = _lines(data)
-    found = list(zip(cues(lines, ends), targets, strict=False))
+    found = list(zip(cues(zip(lines, ends, strict=True)), targets, strict=False))
     for cue, target in reversed(found):  # from the end: earlier line numbers stay valid
         segment, tags = encode(cue.lines)
         if target is None or target == segment:

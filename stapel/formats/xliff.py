@@ -23,7 +23,15 @@ from dataclasses import dataclass
 from lxml import etree
 
 import stapel.formats.xmlinline as xmlinline
-from stapel.formats.base import FormatError, Limits, Options, parse_xml, xml_bytes
+from stapel.formats.base import (
+    FormatError,
+    Limits,
+    Options,
+    iter_ends,
+    parse_xml,
+    release,
+    xml_bytes,
+)
 from stapel.formats.xmlinline import Flat
 
 NS1 = "urn:oasis:names:tc:xliff:document:1.2"
@@ -79,7 +87,11 @@ def _partner2(elem: etree._Element) -> tuple[str, str] | None:
 
 def _tree(data: bytes) -> tuple[etree._ElementTree, str]:
     tree = parse_xml(data)
-    root = tree.getroot()
+    return tree, _version(tree.getroot())
+
+
+def _version(root: etree._Element) -> str:
+    """The XLIFF version of a root element ("1" or "2"); FormatError if it is no XLIFF."""
     if _local(root) != "xliff":
         raise FormatError(
             f"the root element is <{_local(root)}>, not <xliff>",
@@ -88,9 +100,9 @@ def _tree(data: bytes) -> tuple[etree._ElementTree, str]:
         )
     namespace = etree.QName(root).namespace
     if namespace == NS1 or (namespace is None and root.get("version", "").startswith("1.")):
-        return tree, "1"
+        return "1"
     if namespace == NS2:
-        return tree, "2"
+        return "2"
     raise FormatError(f"unknown XLIFF namespace {namespace!r}", root.sourceline)
 
 
@@ -109,26 +121,30 @@ def _q1(root: etree._Element, name: str) -> str:
 
 
 def _slots1(root: etree._Element, options: Options) -> Iterator[Slot]:
-    q = lambda name: _q1(root, name)  # noqa: E731
-    for unit in root.iter(q("trans-unit")):
-        if unit.get("approved") == "yes" or any(
-            e.get("translate") == "no" for e in (unit, *unit.iterancestors())
-        ):
-            continue
-        source = unit.find(q("source"))
-        if source is None:
-            continue
-        target = unit.find(q("target"))
-        seg_source = unit.find(q("seg-source"))
-        marks = [] if seg_source is None else _seg_marks(seg_source, q)
-        if not marks:
-            if options.overwrite_targets or xmlinline.content_is_empty(target):
-                yield Slot(source, _writer1(unit, source, q))
-            continue
-        for mark in marks:
-            existing = None if target is None else _mark_by_mid(target, q, mark.get("mid"))
-            if options.overwrite_targets or xmlinline.content_is_empty(existing):
-                yield Slot(mark, _mark_writer1(unit, seg_source, mark, q))
+    for unit in root.iter(_q1(root, "trans-unit")):
+        yield from _unit_slots1(unit, options)
+
+
+def _unit_slots1(unit: etree._Element, options: Options) -> Iterator[Slot]:
+    q = lambda name: _q1(unit, name)  # noqa: E731
+    if unit.get("approved") == "yes" or any(
+        e.get("translate") == "no" for e in (unit, *unit.iterancestors())
+    ):
+        return
+    source = unit.find(q("source"))
+    if source is None:
+        return
+    target = unit.find(q("target"))
+    seg_source = unit.find(q("seg-source"))
+    marks = [] if seg_source is None else _seg_marks(seg_source, q)
+    if not marks:
+        if options.overwrite_targets or xmlinline.content_is_empty(target):
+            yield Slot(source, _writer1(unit, source, q))
+        return
+    for mark in marks:
+        existing = None if target is None else _mark_by_mid(target, q, mark.get("mid"))
+        if options.overwrite_targets or xmlinline.content_is_empty(existing):
+            yield Slot(mark, _mark_writer1(unit, seg_source, mark, q))
 
 
 def _seg_marks(seg_source: etree._Element, q) -> list[etree._Element]:
@@ -180,22 +196,61 @@ def _mark_writer1(unit, seg_source, mark, q) -> Callable[[etree._Element, Flat, 
         if found is None:
             found = etree.SubElement(target, q("mrk"), dict(mark.attrib))
         xmlinline.fill(found, text, flat)
+        _drop_copies(target, found, q)
 
     return write
 
 
-def _slots2(root: etree._Element, options: Options) -> Iterator[Slot]:
-    q = lambda name: f"{{{NS2}}}{name}"  # noqa: E731
-    for unit in root.iter(q("unit")):
-        if _translate_no(unit):
+STANDALONE1 = ("x", "bx", "ex", "ph", "bpt", "ept", "it")
+"""XLIFF 1.2 codes that hold no translatable text: safe to drop as a duplicate."""
+
+
+def _drop_copies(target: etree._Element, filled: etree._Element, q) -> None:
+    """Remove the codes a filled segment now holds from between the target's segments.
+
+    A segmented target (Trados writes `<x id="ph8"/><mrk mid="7"/>`) may keep a code
+    outside the empty segment that the source segment holds inside: once the segment
+    is filled with it, the outer copy would make it appear twice.
+    """
+    held = {(e.tag, e.get("id")) for e in filled.iterdescendants() if e.get("id")}
+    for elem in list(target.iterdescendants()):
+        if (elem.tag, elem.get("id")) not in held or etree.QName(elem).localname not in STANDALONE1:
             continue
-        for segment in unit.iterchildren(q("segment")):
-            source = segment.find(q("source"))
-            if source is None or segment.get("state") == "final":
-                continue
-            target = segment.find(q("target"))
-            if options.overwrite_targets or xmlinline.content_is_empty(target):
-                yield Slot(source, _writer2(segment, source, q))
+        if any(a is filled or _is_seg(a, q) for a in elem.iterancestors()):
+            continue
+        _remove_keeping_tail(elem)
+
+
+def _is_seg(elem: etree._Element, q) -> bool:
+    return elem.tag == q("mrk") and elem.get("mtype") == "seg"
+
+
+def _remove_keeping_tail(elem: etree._Element) -> None:
+    parent, before = elem.getparent(), elem.getprevious()
+    if elem.tail:
+        if before is not None:
+            before.tail = (before.tail or "") + elem.tail
+        else:
+            parent.text = (parent.text or "") + elem.tail
+    parent.remove(elem)
+
+
+def _slots2(root: etree._Element, options: Options) -> Iterator[Slot]:
+    for unit in root.iter(f"{{{NS2}}}unit"):
+        yield from _unit_slots2(unit, options)
+
+
+def _unit_slots2(unit: etree._Element, options: Options) -> Iterator[Slot]:
+    q = lambda name: f"{{{NS2}}}{name}"  # noqa: E731
+    if _translate_no(unit):
+        return
+    for segment in unit.iterchildren(q("segment")):
+        source = segment.find(q("source"))
+        if source is None or segment.get("state") == "final":
+            continue
+        target = segment.find(q("target"))
+        if options.overwrite_targets or xmlinline.content_is_empty(target):
+            yield Slot(source, _writer2(segment, source, q))
 
 
 def _translate_no(unit: etree._Element) -> bool:
@@ -225,14 +280,37 @@ def _flat(slot: Slot, version: str) -> Flat:
     return xmlinline.flatten(slot.source, _classify2, _partner2)
 
 
+UNITS = (f"{{{NS1}}}trans-unit", "trans-unit", f"{{{NS2}}}unit")
+
+
 def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
-    """Return the sources of the segments to translate (with inline-code markers)."""
-    tree, version = _tree(data)
-    out = []
-    for slot in slots(tree, version, options):
-        flat = _flat(slot, version)
-        if flat.translatable:
-            out.append(flat.text)
+    """Return the sources of the segments to translate (with inline-code markers).
+
+    Read as a stream (iter_ends): a unit becomes its segments when it ends and is then
+    dropped, so memory holds one unit, not the file; reading stops past the limit.
+    """
+    out: list[str] = []
+    version = ""
+    chunks = (data[at : at + (1 << 16)] for at in range(0, len(data), 1 << 16))
+    for elem in iter_ends(chunks, UNITS, root=True):
+        version = version or _version(elem.getroottree().getroot())
+        if elem.getparent() is None:
+            break  # the root, after every unit
+        root = elem.getroottree().getroot()
+        if elem.tag != (_q1(root, "trans-unit") if version == "1" else f"{{{NS2}}}unit"):
+            continue  # what `slots` would not visit either (merge walks with it)
+        per_unit = _unit_slots1 if version == "1" else _unit_slots2
+        for slot in per_unit(elem, options):
+            flat = _flat(slot, version)
+            if flat.translatable:
+                out.append(flat.text)
+        if len(out) > limits.max_segments:
+            raise FormatError(
+                f"more than {limits.max_segments} segments; that is the limit",
+                elem.sourceline,
+                code="too_many_segments",
+            )
+        release(elem)
     return out
 
 
@@ -255,6 +333,17 @@ def merge(
         return data
     _languages(tree.getroot(), version, langs)
     return xml_bytes(tree, data)
+
+
+def target_languages(data: bytes) -> set[str]:
+    """The target languages the file declares: trgLang (2.x), each file's target-language."""
+    tree, version = _tree(data)
+    root = tree.getroot()
+    if version == "2":
+        found = [root.get("trgLang")]
+    else:
+        found = [file.get("target-language") for file in root.iter(_q1(root, "file"))]
+    return {lang for lang in found if lang}
 
 
 def _languages(root: etree._Element, version: str, langs: tuple[str, str]) -> None:

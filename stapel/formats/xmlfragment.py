@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, parse_xml
+from stapel.formats.base import FormatError, parse_xml, position
 from stapel.formats.htmlruns import Piece, Run
 
 ROOT = "stapel-fragment"
@@ -34,6 +34,9 @@ ROOT = "stapel-fragment"
 TOKEN = re.compile(
     r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|</[^>]*>|<(?:[^>\"']|\"[^\"]*\"|'[^']*')*>", re.S
 )
+PROLOG = re.compile(r"\s+|<!--.*?-->|<\?.*?\?>|<!DOCTYPE\b[^>]*>", re.S | re.I)
+"""What may stand before a text's first element: space, comments, PIs, a DOCTYPE."""
+BARE_DOCTYPE = re.compile(r"<!DOCTYPE\s+[^\s\[\]<>\"']+\s*>", re.IGNORECASE)
 NAME = re.compile(r"</?\s*([^\s/>]+)")
 WORDS = re.compile(r"\w")
 
@@ -63,7 +66,7 @@ class Rules:
 
 def check(text: str) -> None:
     """Raise FormatError (with the text's line and column) unless text is well-formed."""
-    wrapped = f"<{ROOT}>{text}</{ROOT}>"
+    wrapped = f"<{ROOT}>{_without_doctype(text)}</{ROOT}>"
     try:
         parse_xml(wrapped.encode())
     except FormatError as exc:
@@ -74,6 +77,31 @@ def check(text: str) -> None:
         line = min(line, len(lines))
         column = max(1, min(column, len(lines[line - 1]) + 1))
         raise FormatError(_message(exc.message), line, column) from None
+
+
+def _without_doctype(text: str) -> str:
+    """The text with a bare DOCTYPE before its first element blanked (same offsets).
+
+    A text may open as a document does (`<!DOCTYPE html>`), which is not well-formed
+    inside the wrapping element; a bare one declares nothing and stays a standalone code.
+    One with declarations or an external DTD is refused, as in a document.
+    """
+    out, at = [], 0
+    while match := PROLOG.match(text, at):  # anchored: each item read once, linear
+        raw = match.group(0)
+        if raw[:9].upper() == "<!DOCTYPE":
+            if not BARE_DOCTYPE.fullmatch(raw):
+                line, column = position(text, match.start())
+                raise FormatError(
+                    "a DOCTYPE with declarations or an external DTD is not accepted; "
+                    "a bare <!DOCTYPE name> is",
+                    line,
+                    column,
+                )
+            raw = " " * len(raw)
+        out.append(raw)
+        at = match.end()
+    return "".join(out) + text[at:]
 
 
 def _message(message: str) -> str:
@@ -166,16 +194,17 @@ class _Runs:
         self.text = text
         self.runs: list[Run] = []
         self.run = Run()
+        self.codes = 0
         self.opened: list[Piece] = []
 
     def piece(self, start: int, end: int, kind: str) -> Piece:
-        numbers = [p.number for p in self.run.pieces if p.kind in ("open", "point")]
-        piece = Piece(start, end, kind=kind, number=max(numbers, default=0) + 1)
+        self.codes += 1  # a count, not a scan of the run: linear in the tags
+        piece = Piece(start, end, kind=kind, number=self.codes)
         self.run.pieces.append(piece)
         return piece
 
     def end_run(self) -> None:
-        run, self.run, self.opened = self.run, Run(), []
+        run, self.run, self.opened, self.codes = self.run, Run(), [], 0
         if any(p.kind == "text" and WORDS.search(p.text) for p in run.pieces):
             self.runs.append(run)
 

@@ -49,11 +49,12 @@ def test_auto_source_detects_each_item(live, live_key, model_root):
         json={"q": [GERMAN, ENGLISH], "source": "auto", "target": "en", "api_key": live_key},
         timeout=60,
     )
-    # Only de-en translates into en, so both items are ranked among {de}: de at 100.
+    # Ranked among the model root's languages, as /detect ranks them: the English item
+    # is in the target language already and comes back as it was.
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["detectedLanguage"] == [{"confidence": 100.0, "language": "de"}] * 2
-    assert body["translatedText"] == raw_translate(model_root / "de-en", [GERMAN, ENGLISH])
+    assert [d["language"] for d in body["detectedLanguage"]] == ["de", "en"]
+    assert body["translatedText"] == [*raw_translate(model_root / "de-en", [GERMAN]), ENGLISH]
 
 
 def test_detect_ranks_the_model_roots_languages(lt):
@@ -70,3 +71,21 @@ def test_languages_lists_each_language_with_its_targets(lt):
         {"code": "de", "name": "German", "targets": ["en"]},
         {"code": "en", "name": "English", "targets": ["de"]},
     ]
+
+
+@pytest.mark.parametrize("name", ["film.srt", "letter.docx", "notes.txt"])
+def test_translate_file_answers_the_file_in_its_own_format(live, live_key, name):
+    from tests.compat.test_deepl_documents import MEDIA, through_v1
+    from tests.formats.samples import SRT, sample_docx
+
+    content = {"film.srt": SRT, "letter.docx": sample_docx(), "notes.txt": b"Hello world."}[name]
+    response = requests.post(
+        f"{live}/libretranslate/translate_file",
+        data={"source": "en", "target": "de", "api_key": live_key},
+        files={"file": (name, content)},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    result = requests.get(response.json()["translatedFileUrl"], timeout=60)
+    assert result.headers["Content-Type"] == MEDIA[name.rsplit(".", 1)[1]]
+    assert result.content == through_v1(live, live_key, name, content)

@@ -148,6 +148,18 @@ def test_xml_structure_is_split_into_its_parts(translator, model_root):
     assert flat.text == f"{a} <s/> {b}"
 
 
+@pytest.mark.parametrize(
+    "head", ["<!DOCTYPE html>\n", "<!-- <!DOCTYPE html [<!ENTITY e 'x'>]> -->\n"]
+)
+def test_xml_text_opening_with_a_doctype_translates(translator, model_root, head):
+    """The official client's own tests send such a text with tag_handling=xml."""
+    one = "The old man sees the small dog."
+    text = f"{head}<html>\n<body>\n<p>{one}</p>\n</body>\n</html>"
+    result = translator.translate_text(text, source_lang="EN", target_lang="DE", tag_handling="xml")
+    (a,) = (html.escape(t, quote=False) for t in raw_translate(model_root / "en-de", [one]))
+    assert result.text == text.replace(one, a)
+
+
 def test_tag_handling_html_keeps_attributes(translator, model_root):
     result = translator.translate_text(
         POST.replace("<p>", '<p title="A title." class="post">'),
@@ -172,3 +184,36 @@ def test_malformed_xml_is_the_dialects_400(translator):
         )
     assert "not well-formed XML" in str(raised.value)
     assert "</i> does not close <b>" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ('Normal para<x id="7"></x>graph', "xml"),
+        ('Para<x id="1"/>graph', "xml"),
+        ("Para<b>gr</b>aph", "xml"),
+        ("Para<b>gr</b>aph", "html"),
+    ],
+)
+def test_a_tag_inside_a_word_comes_back_once(translator, text, kind):
+    result = translator.translate_text(text, source_lang="EN", target_lang="DE", tag_handling=kind)
+    assert sorted(TAG.findall(result.text)) == sorted(TAG.findall(text))
+    well_formed_xml(result.text)
+
+
+def test_a_tag_inside_a_word_through_libretranslate(live, live_key):
+    response = requests.post(
+        f"{live}/libretranslate/translate",
+        json={
+            "q": ["Para<b>gr</b>aph", "The old man sees the small dog."],
+            "source": "en",
+            "target": "de",
+            "format": "html",
+            "api_key": live_key,
+        },
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    out = response.json()["translatedText"]
+    assert TAG.findall(out[0]) == ["<b>", "</b>"]
+    well_formed_xml(out[0])

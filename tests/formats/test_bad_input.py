@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from stapel.formats import Limits, parse_document
 from stapel.formats.base import FormatError, Zip
 from stapel.tables import DocumentFile, Job
-from tests.formats.samples import XLIFF12, docx, run
+from tests.formats.samples import XLIFF2, XLIFF12, docx, run
 
 BILLION_LAUGHS = b"""<?xml version="1.0"?>
 <!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
@@ -167,6 +167,31 @@ def test_an_entry_larger_than_it_says_stops_at_the_limit():
 
 def test_too_many_segments_in_one_document():
     srt = b"".join(f"{i}\n00:00:01,000 --> 00:00:02,000\nHi.\n\n".encode() for i in range(1, 12))
-    with pytest.raises(Exception, match="11 segments; the limit is 10") as info:
+    with pytest.raises(Exception, match="more than 10 cues; that is the limit") as info:
         parse_document("subs.srt", srt, Limits(max_segments=10))
     assert getattr(info.value, "status", None) == 413
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        (
+            "fr.xlf",
+            XLIFF12.replace(b'source-language="en"', b'source-language="en" target-language="fr"'),
+        ),
+        ("fr2.xlf", XLIFF2.replace(b'srcLang="en"', b'srcLang="en" trgLang="fr"')),
+    ],
+)
+def test_an_xliff_for_another_target_language_is_refused(app, client, auth, name, content):
+    before = stored(app)
+    response = upload(client, auth, [(name, content)])
+    assert response.status_code == 400
+    error = response.get_json()["error"]
+    assert error["code"] == "language_mismatch"
+    assert "'fr'" in error["message"] and "'de'" in error["message"]
+    assert stored(app) == before
+
+
+def test_an_xliff_for_a_regional_variant_of_the_target_is_accepted(client, auth):
+    content = XLIFF2.replace(b'srcLang="en"', b'srcLang="en-US" trgLang="de-AT"')
+    assert upload(client, auth, [("at.xlf", content)]).status_code == 202

@@ -127,3 +127,63 @@ def test_half_of_a_pair_never_lands_inside_a_span():
     source = "x " + tags("<1>y z</1> ") + inline.marker("open", 2) + "w"
     out = align.place(source, a)
     assert inline.readable(out) == "T0 <1>T1 T2</1> <2>"
+
+
+@pytest.mark.parametrize(
+    ("source", "placed"),
+    [
+        ("Para<1/>graph", "<1/>Absatz"),
+        ("Paragr<1/>aph", "Absatz<1/>"),
+        ("Para<1>gr</1>aph", "<1>Absatz</1>"),
+        ("Normal para<7></7>graph", "Normaler <7></7>Absatz"),
+        ("<1>Para</1><2>graph</2>", "<1>Absatz</1><2></2>"),
+    ],
+)
+def test_a_code_inside_a_word_goes_with_that_word(source, placed):
+    src, tgt = inline.strip(tags(source)), "Normaler Absatz" if "Normal" in source else "Absatz"
+    links = {0: 0, 1: 1} if "Normal" in source else {0: 0}
+    assert inline.readable(align.place(tags(source), aligned(src, tgt, links))) == placed
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=3),
+    st.lists(st.integers(0, 12), max_size=3),
+)
+def test_codes_anywhere_in_words_come_back_once_and_nested(links, spans, points):
+    letters = list("abc def ghij")  # markers go before any of these characters
+    parts: list[list[str]] = [[] for _ in range(len(letters) + 1)]
+    n = 0
+    for a, b in spans:
+        lo, hi = sorted((a, b))
+        n += 1
+        parts[lo].append(inline.marker("open", n))
+        parts[hi + 1].insert(0, inline.marker("close", n))
+    for p in points:
+        n += 1
+        parts[p].append(inline.marker("point", n))
+    source = "".join("".join(parts[i]) + c for i, c in enumerate(letters)) + "".join(parts[-1])
+    if not _nests(source):
+        return
+    plain = inline.strip(source)
+    target = " ".join(f"t{j}" for j in range(len(links)))
+    a = align.Aligned(
+        target,
+        ["\u2581" + w for w in plain.split()],
+        ["\u2581" + w for w in target.split()],
+        [
+            [1.0 if links[j] == i else 0.0 for i in range(len(plain.split()))]
+            for j in range(len(links))
+        ],
+    )
+    out = align.place(source, a)
+    assert inline.same_codes(source, out)
+    assert inline.strip(out).split() == target.split()
+
+
+def test_a_placement_that_fails_falls_back_to_the_edges():
+    # Attention that names no piece of the text: nothing to align, the codes stay whole.
+    broken = align.Aligned("T0 T1", ["\u2581x"], ["\u2581T0"], [[float("nan")] * 3] * 5)
+    out = align.place(tags("a<1>b c</1> d<2/>"), broken)
+    assert inline.same_codes(tags("a<1>b c</1> d<2/>"), out)

@@ -1,21 +1,23 @@
 """Every format read and rebuilt with an identity translator gives its input back.
 
 Byte for byte for SRT, HTML and DOCX (a segment whose translation equals its text keeps
-its original bytes); XLIFF and PO gain targets equal to their sources and are written
-in their canonical form (docs/formats.md), which is stable: rebuilding nothing returns
-the input unchanged, and the canonical form read and rebuilt again stays the same.
+its original bytes); XLIFF and PO gain targets equal to their sources (XLIFF keeping its
+tool's spelling around them, PO in polib's form, docs/formats.md): rebuilding nothing
+returns the input unchanged, and a rebuilt file read and rebuilt again stays the same.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import zipfile
+from pathlib import Path
 
 import polib
 import pytest
 from lxml import etree
 
-from stapel.formats import FORMATS, Limits, Options, inline, render_document
+from stapel.formats import FORMATS, Limits, Options, inline, parse_document, render_document
 from tests.formats.samples import HTML, PO, SRT, XLIFF2, XLIFF12, sample_docx
 
 LANGS = ("en", "de")
@@ -181,3 +183,85 @@ def test_srt_cue_with_fewer_lines_keeps_the_file_valid():
         "Gut.",
         "Die Katze schlaeft.",
     ]
+
+
+def _crlf(data: bytes) -> bytes:
+    return data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+
+
+LAYOUTS = {
+    "crlf": _crlf,
+    "bom": lambda b: b"\xef\xbb\xbf" + b,
+    "no final newline": lambda b: b.rstrip(b"\r\n"),
+    "all three": lambda b: b"\xef\xbb\xbf" + _crlf(b).rstrip(b"\r\n"),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("name", [n for n in SAMPLES if n != "docx"])
+def test_a_rebuilt_file_keeps_the_originals_layout(name, layout):
+    """BOM, XML declaration, line endings and the final newline are the original's."""
+    fmt, data = SAMPLES[name]
+    change = LAYOUTS[layout]
+    options = Options(mark_fuzzy=False)
+
+    def rebuilt(original: bytes) -> bytes:
+        segments = FORMATS[fmt].extract(original, options, Limits())
+        return render_document(fmt, original, list(segments), options, LANGS)
+
+    assert rebuilt(change(data)) == change(rebuilt(data))
+
+
+SDLXLIFF = b"""<?xml version="1.0" encoding="utf-8"?>
+<xliff xmlns:sdl="http://sdl.com/FileTypes/SdlXliff/1.0"
+ xmlns="urn:oasis:names:tc:xliff:document:1.2" version="1.2" sdl:version="1.0">
+<file original="a.docx" datatype="x-sdlfilterframework2" source-language="en-US"
+ target-language="de-DE"><body>
+<trans-unit id="u1"><source><x id="ph8"/>The old man sleeps.</source>
+<seg-source><mrk mtype="seg" mid="7"><x id="ph8"/>The old man sleeps.</mrk></seg-source>
+<target><x id="ph8"/><mrk mtype="seg" mid="7"/></target></trans-unit>
+</body></file></xliff>"""
+
+
+def test_a_segmented_target_holds_each_code_once():
+    """Trados' target keeps a code outside the empty segment the source holds it in."""
+    parsed = parse_document("a.sdlxliff", SDLXLIFF, Limits())
+    out = render_document("xliff", SDLXLIFF, ["X " + s for s in parsed.segments], Options(), LANGS)
+    target = etree.fromstring(out).find(".//{urn:oasis:names:tc:xliff:document:1.2}target")
+    codes = [e.get("id") for e in target.iter("{urn:oasis:names:tc:xliff:document:1.2}x")]
+    assert codes == ["ph8"]
+
+
+def test_a_translated_attribute_keeps_its_quote_character():
+    page = b"<p>Before <img src='a.png' alt='text'/> after.</p>\n"
+    segments = FORMATS["html"].extract(page, Options(), Limits())
+    out = render_document("html", page, [s.upper() for s in segments], Options(), LANGS)
+    assert b"alt='TEXT'" in out
+
+
+CORPUS = Path(__file__).parent / "corpus"
+TARGET = re.compile(rb"\s*(?:<target\b[^>]*/>|<target\b.*?</target>)", re.DOTALL)
+
+
+@pytest.mark.parametrize("name", ["okapi-simpleTest.sdlxliff", "okapi-RB-12-Test02.xlf"])
+def test_an_xliff_file_changes_only_in_its_targets(name):
+    """Spacing in empty tags, quote characters, namespace order and the rest of a tool's
+    spelling stay as the tool wrote them; only the written targets are new."""
+    data = (CORPUS / name).read_bytes()
+    parsed = parse_document(name, data, Limits())
+    out = render_document("xliff", data, ["X " + s for s in parsed.segments], Options(), LANGS)
+    assert out != data
+    assert TARGET.sub(b"", out) == TARGET.sub(b"", data)
+
+
+MSGSTR = re.compile(rb'^msgstr.*\n(?:".*"\n)*', re.MULTILINE)
+
+
+def test_a_po_file_changes_only_in_its_msgstrs():
+    """Comments, wrapping and the header stay as the tool wrote them."""
+    data = (CORPUS / "polib-weird-occurrences.po").read_bytes()
+    options = Options(mark_fuzzy=False)
+    segments = FORMATS["po"].extract(data, options, Limits())
+    out = render_document("po", data, ["X " + s for s in segments], options, LANGS)
+    assert out != data
+    assert MSGSTR.sub(b"", out) == MSGSTR.sub(b"", data)

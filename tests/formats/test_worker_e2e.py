@@ -15,7 +15,7 @@ import polib
 import pytest
 
 from tests.factories import wait_for
-from tests.formats.samples import PO, XLIFF12, sample_docx
+from tests.formats.samples import PO, XLIFF12, docx, run, sample_docx
 from tests.formats.test_bad_input import upload
 from tests.workers_proc import stack_worker
 
@@ -81,3 +81,10 @@ def test_tagged_documents_sent_again_come_from_the_cache_tags_in_place(app, clie
     assert (
         first["segments_from_mt"] == second["segments_from_cache"] == third["segments_from_cache"]
     )
+
+
+def test_a_bookmark_inside_a_word_keeps_the_job_and_the_bookmark(client, auth, worker):
+    bookmark = '<w:bookmarkStart w:id="0" w:name="mark"/><w:bookmarkEnd w:id="0"/>'
+    doc = docx([run("Para") + bookmark + run("graph"), run("The old man sees the small dog.")])
+    body = translated(client, auth, worker, [("mark.docx", doc)])[2].read("word/document.xml")
+    assert body.decode().count(bookmark) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import uuid
 
@@ -183,3 +184,29 @@ def test_a_process_that_saw_its_window_full_refuses_without_redis(make_app):
         assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 60
     ran = commands_between(before, command_calls(app))
     assert ran.get("evalsha", 0) + ran.get("eval", 0) == 0, ran
+
+
+def test_compat_dialects_and_v1_share_the_tenants_one_budget(make_app):
+    """Two keys of one tenant, /v1 and DeepL's document upload: one submission window."""
+    app = make_app(rate_submit="3/minute")
+    client = app.test_client()
+    first, second = key_for(app, "acme"), key_for(app, "acme")
+    for _ in range(3):
+        assert client.post("/v1/jobs", headers=first, json=job_body()).status_code == 202
+
+    for key in (first, second):
+        deepl = {"Authorization": key["Authorization"].replace("Bearer", "DeepL-Auth-Key")}
+        response = client.post(
+            "/deepl/v2/document",
+            headers=deepl,
+            data={
+                "target_lang": "DE",
+                "source_lang": "EN",
+                "file": (io.BytesIO(b"Hi.\n"), "a.txt"),
+            },
+            content_type="multipart/form-data",
+        )
+        assert response.status_code == 429, response.get_data(as_text=True)
+    assert client.post("/v1/jobs", headers=second, json=job_body()).status_code == 429
+    other = key_for(app, "globex")
+    assert client.post("/v1/jobs", headers=other, json=job_body()).status_code == 202

@@ -10,7 +10,7 @@ from stapel import jobs
 from stapel.db import make_reader
 from stapel.exceptions import NotFound
 from stapel.keys import get_or_create_tenant
-from stapel.tables import Job, utcnow
+from stapel.tables import Job, new_id, utcnow
 from tests.stapel.test_jobs import make_job
 
 
@@ -82,6 +82,6 @@ def test_a_database_out_of_reach_raises_sqlalchemys_error(kind, tmp_path):
     engine = create_engine(url)  # a directory is no database file; nothing listens on port 1
     try:
         with pytest.raises(OperationalError):
-            jobs.read_job(engine, "tenant", "job")
+            jobs.read_job(engine, "tenant", new_id())
     finally:
         engine.dispose()

@@ -1,12 +1,12 @@
-"""The worker's fallback placement of codes (workers/markup.py at_edges)."""
+"""The fallback placement of codes (stapel/formats/align.py at_edges)."""
 
 from __future__ import annotations
 
 import pytest
 
 from stapel.formats import inline
+from stapel.formats.align import at_edges
 from tests.formats.samples import tags
-from workers.markup import at_edges
 
 
 @pytest.mark.parametrize(

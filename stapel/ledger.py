@@ -1,0 +1,75 @@
+"""The day's use per tenant in the database: the source of truth of quotas and bills.
+
+Admission counts in Redis (stapel.quotas, stapel.billing), where a counter is one atomic
+round trip; each use that sticks is also added to the tenant's `usage_days` row. The
+segments of a job are added in the transaction that stores it, so the row counts
+exactly the jobs stored; billed characters once the request's jobs are stored. A Redis
+that lost its data (a restart without persistence, a failover to an empty replica)
+finds the day's counter missing, and the first admission after it adds the row's
+figure back (`seed`), so a Redis loss never resets a quota or a bill.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import date, datetime, timezone
+
+from sqlalchemy import Connection, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from stapel.tables import UsageDay
+
+SLOTS = 64
+"""Rows per tenant and day; a write adds to its thread's, a read sums them. One row made a
+tenant's concurrent submissions queue for its lock on PostgreSQL (docs/security.md)."""
+
+
+def _slot() -> int:
+    """This thread's row: threads of one process never share one, few of others do."""
+    return (os.getpid() * 7919 + threading.get_ident()) % SLOTS
+
+
+def utc_day(now: datetime) -> date:
+    """Return now's UTC date (the day a daily quota counts on)."""
+    return now.astimezone(timezone.utc).date()
+
+
+def add(
+    conn: Connection | Session,
+    tenant_id: str,
+    day: date,
+    *,
+    segments: int = 0,
+    characters: int = 0,
+) -> None:
+    """Add to the tenant's row of the day (made if missing), in the caller's transaction."""
+    dialect = conn.get_bind().dialect.name if isinstance(conn, Session) else conn.dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(UsageDay).values(
+        tenant_id=tenant_id,
+        day=day,
+        slot=_slot(),
+        segments=segments,
+        characters=characters,
+    )
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[UsageDay.tenant_id, UsageDay.day, UsageDay.slot],
+            set_={
+                "segments": UsageDay.segments + statement.excluded.segments,
+                "characters": UsageDay.characters + statement.excluded.characters,
+            },
+        )
+    )
+
+
+def read(session: Session, tenant_id: str, day: date) -> tuple[int, int]:
+    """Return (segments, characters) the tenant used on day, as stored."""
+    segments, characters = session.execute(
+        select(func.sum(UsageDay.segments), func.sum(UsageDay.characters)).where(
+            UsageDay.tenant_id == tenant_id, UsageDay.day == day
+        )
+    ).one()
+    return int(segments or 0), int(characters or 0)
