@@ -71,13 +71,21 @@ lock: install-train
 	$(LOCK) -o requirements.lock requirements.txt
 	$(LOCK) -o requirements-gpu.lock requirements-gpu.txt
 
-# Stapel against CTranslate2 alone (bench/throughput.py), then the API alone (bench/api.py:
-# 32 connections as fast as it answers, then paced at 500 POSTs/s and 3,000 status
-# reads/s for the latency at those rates); the API part needs wrk (apt-get install wrk).
-# Runs are written to bench/runs/; `make bench-compare RUN=bench/runs/cpu.json` sets one
-# against its baseline.
+# Stapel against CTranslate2 alone (bench/throughput.py); the worker's own capacity on the
+# tiny model (bench/drain.py: SQLite, and PostgreSQL when STAPEL_BENCH_POSTGRES_URL names
+# a database of its own) and many small jobs end to end on it; then the API alone
+# (bench/api.py: 32 connections as fast as it answers, then paced at 500 POSTs/s and
+# 3,000 status reads/s for the latency at those rates); the API part needs wrk
+# (apt-get install wrk). Runs are written to bench/runs/; `make bench-compare
+# RUN=bench/runs/cpu.json` sets one against its baseline.
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
+	env -u DATABASE_URL $(BIN)/python -m bench.drain --name drain-sqlite --repeat 3
+	@if [ -n "$$STAPEL_BENCH_POSTGRES_URL" ]; then \
+		DATABASE_URL=$$STAPEL_BENCH_POSTGRES_URL $(BIN)/python -m bench.drain \
+			--name drain-postgresql --repeat 3; \
+	else echo "bench.drain on PostgreSQL skipped: set STAPEL_BENCH_POSTGRES_URL"; fi
+	$(BIN)/python -m bench.throughput --name tiny --tiny --small-only --docs 2000 --decode 8
 	@if command -v wrk >/dev/null; then \
 		$(BIN)/python -m bench.api --connections 32 --post-rate 500 --get-rate 3000; \
 	else echo "bench.api skipped: it needs wrk (apt-get install wrk)"; fi

@@ -93,29 +93,26 @@ _CLAIM = (
         error=None,
     )
 )
-_CLAIMED = (
-    select(
-        _CHUNKS.c.idx,
-        _CHUNKS.c.first_segment,
-        _CHUNKS.c.end_segment,
-        _CHUNKS.c.attempts,
-        _CHUNKS.c.sent_at,
-        _JOBS.c.source_lang,
-        _JOBS.c.target_lang,
-        # The effective priority (fair share included) is what the worker's batcher
-        # serves too, not the one the client asked for.
-        func.coalesce(_JOBS.c.dispatch_priority, _JOBS.c.priority).label("priority"),
-        _JOBS.c.chunks_total,
-        _JOBS.c.callback_url.is_not(None).label("has_callback"),
-        db_now().label("now"),
-        _JOBS.c.split_sentences,
-        _JOBS.c.tenant_id,
-        _JOBS.c.use_cache,
-        _JOBS.c.memories,
-    )
-    .select_from(_CHUNKS.join(_JOBS, _JOBS.c.id == _CHUNKS.c.job_id))
-    .where(_CHUNKS.c.id == bindparam("c_chunk"))
-)
+_CLAIMED_ROWS = select(
+    _CHUNKS.c.idx,
+    _CHUNKS.c.first_segment,
+    _CHUNKS.c.end_segment,
+    _CHUNKS.c.attempts,
+    _CHUNKS.c.sent_at,
+    _JOBS.c.source_lang,
+    _JOBS.c.target_lang,
+    # The effective priority (fair share included) is what the worker's batcher
+    # serves too, not the one the client asked for.
+    func.coalesce(_JOBS.c.dispatch_priority, _JOBS.c.priority).label("priority"),
+    _JOBS.c.chunks_total,
+    _JOBS.c.callback_url.is_not(None).label("has_callback"),
+    db_now().label("now"),
+    _JOBS.c.split_sentences,
+    _JOBS.c.tenant_id,
+    _JOBS.c.use_cache,
+    _JOBS.c.memories,
+).select_from(_CHUNKS.join(_JOBS, _JOBS.c.id == _CHUNKS.c.job_id))
+_CLAIMED = _CLAIMED_ROWS.where(_CHUNKS.c.id == bindparam("c_chunk"))
 _QUEUED = _JOBS.c.status == Status.QUEUED.value
 _START_JOB = (
     update(_JOBS)  # type: ignore[arg-type]
@@ -321,6 +318,18 @@ _WRITE_SEGMENT = (
 )
 
 
+def segment_rows(claim: Claim, translations: Sequence[Written]) -> list[dict]:
+    """The parameters of `_WRITE_SEGMENT` for a claim's translated segments."""
+    rows = []
+    for row in translations:
+        origin, fp = (row[2], row[3]) if len(row) == 4 else (Origin.MT.value, None)
+        rows.append(
+            {"w_job": claim.job_id, "w_idx": row[0], "w_target": row[1], "w_origin": origin}
+            | {"w_fp": fp}
+        )
+    return rows
+
+
 def _write_segments(
     session: Session,
     claim: Claim,
@@ -328,14 +337,7 @@ def _write_segments(
     learned: Learned | None = None,
 ) -> None:
     if translations:
-        rows = []
-        for row in translations:
-            origin, fp = (row[2], row[3]) if len(row) == 4 else (Origin.MT.value, None)
-            rows.append(
-                {"w_job": claim.job_id, "w_idx": row[0], "w_target": row[1], "w_origin": origin}
-                | {"w_fp": fp}
-            )
-        session.execute(_WRITE_SEGMENT, rows)
+        session.execute(_WRITE_SEGMENT, segment_rows(claim, translations))
     if learned is not None:
         mtcache.store(session, learned.scope, learned.fingerprint, learned.entries)
 

@@ -78,15 +78,29 @@ def announce_end(client: redis.Redis, job_id: str, outcome: str) -> None:
     Only outcomes that end the job are announced; a Redis error is logged and left to
     the waiter's database check.
     """
-    if outcome not in (ChunkOutcome.JOB_SUCCEEDED, ChunkOutcome.JOB_FAILED):
+    announce_ends(client, [(job_id, outcome)])
+
+
+def announce_ends(client: redis.Redis, ends: list[tuple[str, str]]) -> None:
+    """announce_end for many (job id, outcome) pairs, in one round trip."""
+    ended = [(job_id, outcome) for job_id, outcome in ends if outcome in _ENDS]
+    if not ended:
         return
     try:
         pipe = client.pipeline(transaction=False)
-        pipe.rpush(ended_key(job_id), outcome)
-        pipe.expire(ended_key(job_id), ENDED_TTL_S)
+        for job_id, outcome in ended:
+            pipe.rpush(ended_key(job_id), outcome)
+            pipe.expire(ended_key(job_id), ENDED_TTL_S)
         pipe.execute()
     except redis.RedisError as exc:
-        log.warning("job end not announced logid=%s error=%s", job_id, type(exc).__name__)
+        log.warning(
+            "job end not announced logids=%s error=%s",
+            ",".join(job_id for job_id, _ in ended),
+            type(exc).__name__,
+        )
+
+
+_ENDS = (ChunkOutcome.JOB_SUCCEEDED, ChunkOutcome.JOB_FAILED)
 
 
 def _ended_in_db(session: Session, job_ids: Collection[str]) -> set[str]:

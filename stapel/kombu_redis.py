@@ -23,12 +23,23 @@ says so as a connection error, which kombu's and Celery's close paths ignore. Th
 messages stay in Redis's `unacked` hash and come back after the visibility timeout (and
 the watchdog resends their chunks sooner).
 
+Acknowledgements go out together (`QoS`): on a worker's event loop an ack frees the
+message's prefetch slot at once, and its removal from Redis's `unacked` hash and index
+waits up to ACK_FLUSH_S for the acks after it, one pipeline for all (kombu sends one
+per message, on the loop's thread, between deliveries). A worker that dies before the
+flush leaves those messages in `unacked`; they are delivered again after the
+visibility timeout, and a chunk's task finds its chunk ended (every task is
+idempotent). A closing channel flushes first.
+
 `broker_transport` is set to this transport only for redis:// and rediss:// URLs
 (`transport_for`); a Sentinel or socket URL keeps kombu's own.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from queue import Empty
@@ -36,7 +47,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
+from kombu.asynchronous import Hub
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
+from vine import promise
+
+log = logging.getLogger(__name__)
+
+ACK_FLUSH_S = 0.005
+"""At most this long between a message's ack and its removal from `unacked`."""
+ACK_FLUSH_AT = 128
+"""This many acks waiting are flushed at once."""
+STALE_FLUSH_S = 1.0
+"""A flush asked for this long ago and not run was dropped: the next ack asks again."""
 
 TRANSPORT = "stapel.kombu_redis:Transport"
 
@@ -46,9 +69,52 @@ def transport_for(url: str) -> str | None:
     return TRANSPORT if urlsplit(url).scheme in ("redis", "rediss") else None
 
 
+class QoS(kombu_redis.QoS):
+    """kombu's Redis QoS, its acks' Redis writes flushed together on the event loop."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._acked: list[str] = []
+        self._ack_lock = threading.Lock()
+        self._asked_at = 0.0
+
+    def ack(self, delivery_tag: str) -> None:
+        hub: Hub | None = getattr(self.channel.connection, "stapel_hub", None)
+        if hub is None:  # no event loop (a plain kombu consumer): kombu's own ack
+            super().ack(delivery_tag)
+            return
+        virtual.QoS.ack(self, delivery_tag)  # the prefetch slot is free now
+        now = time.monotonic()
+        with self._ack_lock:
+            self._acked.append(delivery_tag)
+            waiting = len(self._acked)
+            # the first since a flush asks for one and the rest ride along; a flush the
+            # loop dropped (a reconnect cancels its timers) is asked for again
+            ask = waiting == 1 or now - self._asked_at > STALE_FLUSH_S
+            if ask:
+                self._asked_at = now
+        if waiting >= ACK_FLUSH_AT:
+            self.flush_acks()
+        elif ask:
+            hub.call_soon(promise(lambda: hub.call_later(ACK_FLUSH_S, self.flush_acks)))
+
+    def flush_acks(self) -> None:
+        """Remove the acknowledged messages from `unacked`, in one round trip."""
+        with self._ack_lock:
+            tags, self._acked = self._acked, []
+        if not tags:
+            return
+        try:
+            with self.pipe_or_acquire() as pipe:
+                pipe.zrem(self.unacked_index_key, *tags).hdel(self.unacked_key, *tags).execute()
+        except redis.RedisError as exc:  # delivered again after the visibility timeout
+            log.warning("acks not flushed count=%d error=%s", len(tags), type(exc).__name__)
+
+
 class Channel(kombu_redis.Channel):
     """kombu's Redis channel, sharing one client on its connection pool between calls."""
 
+    QoS = QoS
     _shared: redis.Redis | None = None
 
     @contextmanager
@@ -62,6 +128,8 @@ class Channel(kombu_redis.Channel):
         yield shared
 
     def close(self) -> None:
+        if self._qos is not None:
+            self._qos.flush_acks()  # a Redis gone logs and leaves them in `unacked`
         if self._in_poll:
             try:
                 self._brpop_read()
@@ -79,6 +147,11 @@ class Channel(kombu_redis.Channel):
 
 
 class Transport(kombu_redis.Transport):
-    """kombu's Redis transport with `Channel`."""
+    """kombu's Redis transport with `Channel`; it keeps the event loop it runs on."""
 
     Channel = Channel
+    stapel_hub: Hub | None = None
+
+    def register_with_event_loop(self, connection, loop: Hub) -> None:
+        self.stapel_hub = loop
+        super().register_with_event_loop(connection, loop)

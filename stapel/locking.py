@@ -106,6 +106,27 @@ def lock_job(session: Session, job_id: str) -> None:
     session.execute(statement, {"lock_job_id": job_id})
 
 
+def lock_jobs(session: Session, job_ids: Collection[str]) -> None:
+    """Lock several jobs' rows for this transaction, in id order (a group of chunks'
+    claims or finishes): two groups, or a group and a one-job transaction, never wait on
+    each other in a cycle."""
+    ids = sorted(set(job_ids))
+    if len(ids) == 1:
+        lock_job(session, ids[0])
+        return
+    if _sqlite(session):
+        session.execute(
+            update(_JOBS).where(_JOBS.c.id.in_(ids)).values(status=_JOBS.c.status)  # type: ignore[arg-type]
+        )
+        return
+    session.execute(
+        select(_JOBS.c.id)
+        .where(_JOBS.c.id.in_(ids))
+        .order_by(_JOBS.c.id)
+        .with_for_update(key_share=True)
+    )
+
+
 def job_status(session: Session, job_id: str) -> str | None:
     """Return a job's status (None: no such job); after `lock_job`, the locked one."""
     return session.scalar(_JOB_STATUS, {"lock_job_id": job_id})

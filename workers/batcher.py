@@ -35,6 +35,11 @@ next batch a thread cuts, a batch of a fraction of the budget (INTERACTIVE_BUDGE
 whose room left is filled with other work as usual. A small request of priority 9
 (stapel.broker.URGENT_UP_TO segments at most) takes the same short cuts, below the lane.
 
+On a GPU (`in_flight`, workers/engine.py's PIPELINE_DEPTH) one thread cuts batches and
+queues them on the device without waiting, up to `in_flight` at once, and another
+delivers each batch's results as they come: the device decodes one batch while the next
+waits queued behind it, and Python's work between two batches overlaps their decoding.
+
 Parallel batches: with `parallel` above one (CTranslate2's `inter_threads`), as many
 threads each cut a batch by the rules above and translate it, so that many batches run
 at once; each of them still waits for a full budget or for its oldest segment to have
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -136,8 +142,11 @@ class Batcher:
         lang: str = "en",
         memory_tokens: int = 0,
         fingerprint: str = "",
+        in_flight: int = 0,
     ) -> None:
         self.translator, self.source, self.target = translator, source, target
+        self.in_flight = in_flight
+        """Batches queued on the device at once (0: one at a time, each waited for)."""
         self.fingerprint = fingerprint
         """The model's fingerprint (stapel.mtcache.fingerprint): what keys its cache."""
         self.budget, self.wait_s = budget, wait_s
@@ -166,7 +175,7 @@ class Batcher:
         """Piece key -> (translation, request) for a piece delivered to a request that has
         not released it yet (not written to the cache yet): identical pieces ride on it."""
         self._running: dict[int, float] = {}
-        """When each batch now translating started, by thread id."""
+        """When each batch now translating (or queued on the device) started, by id."""
         self._seq = itertools.count()
         self._closed = False
         self._cond = threading.Condition()
@@ -481,38 +490,103 @@ class Batcher:
             for item in batch:
                 item.taken = True
                 self._pending_tokens -= item.size
-            self._running[threading.get_ident()] = time.monotonic()
+            self._running[id(batch)] = time.monotonic()
             if self._pending_tokens:
                 self._cond.notify()  # a free thread may take what is left
             return batch
 
     def _run(self) -> None:
-        me = threading.get_ident()
+        if self.in_flight:
+            self._run_pipelined()
+            return
         while (batch := self._next_batch()) is not None:
             try:
                 self._run_batch(batch)
                 self.last_progress = time.monotonic()
             finally:
-                with self._cond:
-                    self._running.pop(me, None)
+                self._ended(batch)
+
+    def _ended(self, batch: list[Item]) -> None:
+        with self._cond:
+            self._running.pop(id(batch), None)
 
     def _run_batch(self, batch: list[Item]) -> None:
         try:
             outputs = self._translate(batch)
         except Exception as exc:  # isolate what fails alone; the rest is delivered
-            failures = (
-                isolate(batch, self._translate, self._deliver)
-                if len(batch) > 1
-                else [(batch[0], exc)]
-            )
-            with self._cond:
-                self.stats.failed_batches += 1
-                self.stats.failed_pieces += len(failures)
-            # what rode on a failed piece fails with it (what rode on the rest was delivered)
-            riders = [(f, error) for item, error in failures for _, f in self._followers([item])]
-            hand_out(self.name, batch, failures, exc, riders)
+            self._failed(batch, exc)
             return
         self._deliver(batch, outputs)
+
+    def _failed(self, batch: list[Item], exc: Exception) -> None:
+        """Find the pieces of a batch that raised which fail alone; deliver the rest."""
+        failures = (
+            isolate(batch, self._translate, self._deliver) if len(batch) > 1 else [(batch[0], exc)]
+        )
+        with self._cond:
+            self.stats.failed_batches += 1
+            self.stats.failed_pieces += len(failures)
+        # what rode on a failed piece fails with it (what rode on the rest was delivered)
+        riders = [(f, error) for item, error in failures for _, f in self._followers([item])]
+        hand_out(self.name, batch, failures, exc, riders)
+
+    def _run_pipelined(self) -> None:
+        """Cut batches and queue them on the device without waiting for their results.
+
+        Up to `in_flight` batches are queued at once (CTranslate2's asynchronous
+        translate_batch, the pattern of its translate_iterable): while one decodes, the
+        next is already queued behind it, and this thread cuts the one after. A second
+        thread waits for each batch's results, detokenizes and delivers them, so the
+        device never waits for Python between two batches.
+        """
+        slots = threading.BoundedSemaphore(self.in_flight)
+        started: queue.Queue[tuple[list[Item], list | Exception, float] | None] = queue.Queue()
+        deliverer = threading.Thread(
+            target=self._deliver_started,
+            args=(started, slots),
+            name=f"batcher-{self.name}-deliver",
+            daemon=True,
+        )
+        deliverer.start()
+        while True:
+            slots.acquire()
+            batch = self._next_batch()
+            if batch is None:
+                started.put(None)
+                return
+            at = time.monotonic()
+            try:
+                pending: list | Exception = self.translator.translate_batch(
+                    [item.tokens for item in batch], asynchronous=True, **self.options
+                )
+            except Exception as exc:  # raised at once (a bad input): isolated when delivered
+                pending = exc
+            started.put((batch, pending, at))
+
+    def _deliver_started(
+        self,
+        started: queue.Queue[tuple[list[Item], list | Exception, float] | None],
+        slots: threading.BoundedSemaphore,
+    ) -> None:
+        """Wait for each queued batch in turn; deliver its results, or isolate its failure."""
+        while (entry := started.get()) is not None:
+            batch, pending, at = entry
+            try:
+                try:
+                    if isinstance(pending, Exception):
+                        raise pending
+                    results = [result.result() for result in pending]
+                    outputs = self.target.decode([r.hypotheses[0] for r in results])
+                except Exception as exc:  # isolate what fails alone; the rest is delivered
+                    self._failed(batch, exc)
+                else:
+                    metrics.observe_stage("translate", time.monotonic() - at)
+                    self._count(batch)
+                    self._deliver(batch, outputs)
+                self.last_progress = time.monotonic()
+            finally:
+                self._ended(batch)
+                slots.release()
 
     def _translate(self, batch: list[Item]) -> list[str]:
         started = time.monotonic()

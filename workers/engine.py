@@ -104,6 +104,18 @@ only forced long outputs: with the CPU's limits a GPU worker's batches stayed sm
 the GPU mostly waited (docs/design/batch-limits.md)."""
 
 
+PIPELINE_DEPTH = 3
+"""Batches a GPU worker keeps queued on its translator at once (CTranslate2's
+asynchronous translate_batch): one decoding, the next ones waiting, so that the device
+never waits while Python delivers one batch and cuts the next. A CPU worker's threads
+each run one batch at a time, as before: there the translators are the cores."""
+
+
+def pick_in_flight(device: str) -> int:
+    """Return how many batches the batcher keeps queued on the device (0: one at a time)."""
+    return PIPELINE_DEPTH if device == "cuda" else 0
+
+
 def pick_batch_limits(device: str, tokens: int | None, memory: int | None) -> tuple[int, int]:
     """Return (token budget, memory bound) per batch: the settings, or the device's."""
     default_tokens, default_memory = BATCH_LIMITS.get(device, BATCH_LIMITS["cpu"])
@@ -409,6 +421,7 @@ class Engine:
             suffix=() if found.family == "argos" else source_suffix(found.path),
             name=found.model,
             parallel=self.parallel,
+            in_flight=pick_in_flight(self.device),
             max_input_tokens=self.max_input_tokens or found_limits.input_tokens,
             lang=found.source,
         )

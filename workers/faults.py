@@ -19,6 +19,9 @@ its last chunk was marked succeeded, in the same transaction):
 - `finish-commit-kill`: the process commits what the transaction did so far, then
   SIGKILLs itself: the chunk is succeeded and its job not ended, the state that two
   commits and a crash between them used to leave (the watchdog must end the job).
+- `claim-kill`: the process SIGKILLs itself right after the statement that claims a
+  group of two or more chunks, before the group's transaction commits
+  (tests/faults/test_group_claim_kill.py).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from workers import engine as translation
 log = logging.getLogger(__name__)
 
 FAULTS = ("finish-error", "finish-kill", "finish-commit-kill")
+GROUP_FAULTS = ("claim-kill",)
 
 
 def _ends_a_job(statement: str) -> bool:
@@ -67,6 +71,9 @@ def install(env: dict | None = None) -> None:
     if fault in FAULTS:
         break_job_ends(fault)
         log.warning("test hook: fault %s at every job's end", fault)
+    if fault in GROUP_FAULTS:
+        kill_in_group_claim()
+        log.warning("test hook: fault %s in a group's claim", fault)
 
 
 def slow_loads(seconds: float) -> None:
@@ -108,5 +115,26 @@ def break_job_ends(fault: str) -> Callable[..., None]:
         if fault == "finish-commit-kill":
             conn.connection.dbapi_connection.commit()
         os.kill(os.getpid(), signal.SIGKILL)
+
+    return _fault
+
+
+def _claims_a_group(statement: str) -> bool:
+    text = statement.lstrip()
+    return (
+        text.startswith("UPDATE chunks SET")
+        and "claim_token=CASE" in text
+        and (text.count(" WHEN ") >= 2)
+    )
+
+
+def kill_in_group_claim() -> Callable[..., None]:
+    """SIGKILL this process once a group claim's UPDATE has run, before its commit."""
+
+    @event.listens_for(Engine, "after_cursor_execute")
+    def _fault(_conn, _cursor, statement, _parameters, _context, _many) -> None:
+        if _claims_a_group(statement):
+            log.warning("test hook: claim-kill in a group's claim")
+            os.kill(os.getpid(), signal.SIGKILL)
 
     return _fault

@@ -5,7 +5,9 @@ worker's budget (or hands the chunk back), claims it (or skips it), translates i
 pending segments batch by batch with a heartbeat per batch, and finishes it; a failure
 requeues or fails the chunk. A chunk whose model does not load on this worker is given
 back unclaimed for another worker (workers/unavailable.py); a chunk that is cancelled or
-requeued meanwhile takes its waiting segments out of the batcher at once.
+requeued meanwhile takes its waiting segments out of the batcher at once. The claim
+(with the pending segments) and the finish run in groups with the other tasks' in the
+worker's committer (workers/committer.py); each task still gets its own outcome.
 """
 
 from __future__ import annotations
@@ -27,10 +29,7 @@ from stapel.chunks import (
     Learned,
     Written,
     chunk_size,
-    claim_chunk,
     fail_chunk,
-    finish_chunk,
-    pending_segments,
     record_batch,
 )
 from stapel.db import with_retry
@@ -86,6 +85,7 @@ def run_chunk(
                 queue,
                 0 if interactive or urgent else segments,
                 place,
+                interactive or urgent,
             )
     finally:
         with current.lock:
@@ -101,6 +101,7 @@ def _run_chunk(
     queue: str,
     segments: int | None,
     place: tuple[int, str],
+    fast: bool = False,
 ) -> str:
     if segments is None:
         segments = with_retry(session, lambda: chunk_size(session, chunk_id))
@@ -108,12 +109,14 @@ def _run_chunk(
     if segments and not current.hold(segments, current.settings.defer_s, *place):
         return _hand_back(current, celery, session, chunk_id)
     try:
-        claim = with_retry(session, lambda: claim_chunk(session, chunk_id, worker))
-        if claim is None:
+        claimed = current.committer.claim(chunk_id, worker, fast)  # with the others waiting
+        if claimed is None:
             return _skipped(session, chunk_id, worker)
+        claim, pending = claimed
         with logs.job_context(claim.job_id, claim.chunk_idx):
-            outcome = _run_claimed(current, celery, session, claim, worker, queue)
-        announce_end(current.redis, claim.job_id, outcome)
+            outcome = _run_claimed(current, celery, session, claim, pending, worker, queue)
+        if outcome != ChunkOutcome.JOB_SUCCEEDED:  # a finish is announced with its group
+            announce_end(current.redis, claim.job_id, outcome)
         metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
         return outcome
     finally:
@@ -149,7 +152,13 @@ def _hand_back(current: WorkerState, celery: Celery, session: Session, chunk_id:
 
 
 def _run_claimed(
-    current: WorkerState, celery: Celery, session: Session, claim: Claim, worker: str, queue: str
+    current: WorkerState,
+    celery: Celery,
+    session: Session,
+    claim: Claim,
+    pending: list[tuple[int, str]],
+    worker: str,
+    queue: str,
 ) -> str:
     if claim.sent_at is not None and claim.claimed_at is not None:  # both the DB's clock
         waited = (claim.claimed_at - claim.sent_at).total_seconds()
@@ -163,7 +172,7 @@ def _run_claimed(
         queue,
     )
     try:
-        return _translate(current, celery, session, claim)
+        return _translate(current, celery, session, claim, pending)
     except ModelUnavailable as exc:
         return model_unavailable(current, celery, session, claim, exc, worker)
     except PermanentTranslationError as exc:
@@ -173,11 +182,18 @@ def _run_claimed(
         return _fail(current, celery, session, claim, f"{type(exc).__name__}: {exc}", retry=True)
 
 
-def _translate(current: WorkerState, celery: Celery, session: Session, claim: Claim) -> str:
-    pending = with_retry(session, lambda: pending_segments(session, claim))
-    # End the read transaction: a task waiting in the batcher must not hold a pooled
-    # connection (64 waiting tasks would drain the pool and stall every other claim).
-    session.commit()
+def _translate(
+    current: WorkerState,
+    celery: Celery,
+    session: Session,
+    claim: Claim,
+    pending: list[tuple[int, str]],
+) -> str:
+    """Translate the claimed chunk's pending segments (read with its claim) and finish it.
+
+    No transaction stays open while the segments wait in the batcher: 64 waiting tasks
+    holding pooled connections would drain the pool and stall every other claim.
+    """
     started = time.monotonic()
     settings = current.settings
     cached = current.engine.is_loaded(claim.pair)
@@ -214,7 +230,8 @@ def _translate(current: WorkerState, celery: Celery, session: Session, claim: Cl
             batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
         outcome = None
         if last is not None:  # one transaction: the chunk's end and, with the last chunk, the job's
-            outcome = _write(session, batches, lookups, partial(finish_chunk, session, claim, last))
+            finish = partial(current.committer.finish, claim, last)  # with the others waiting
+            outcome = _write(session, batches, lookups, finish, retried=False)
     finally:
         batches.release()  # a stop or an error: nothing more will be written
     if outcome is None or outcome == ChunkOutcome.LOST:
@@ -243,13 +260,19 @@ Batches = Submission | markup.TaggedSubmission | PivotSubmission
 
 
 def _write(
-    session: Session, batches: Batches, lookups: _Lookups, write: Callable[[Learned | None], T]
+    session: Session,
+    batches: Batches,
+    lookups: _Lookups,
+    write: Callable[[Learned | None], T],
+    *,
+    retried: bool = True,
 ) -> T:
     """Run one write of the chunk's translations, given the model's new cache entries since
-    the last (retried on conflicts); then the batcher lets go of what it held for them."""
+    the last (retried while the database is unreachable, unless the writer retries itself:
+    the committer); then the batcher lets go of what it held for them."""
     write_started = time.monotonic()
     learned = lookups.learned(batches)
-    written = with_retry(session, lambda: write(learned))
+    written = with_retry(session, lambda: write(learned)) if retried else write(learned)
     metrics.observe_stage("write", time.monotonic() - write_started)
     batches.release()  # written: a repeat now finds the cache
     return written

@@ -28,6 +28,7 @@ from stapel.tracer import Tracer
 from stapel.withdrawals import Listener
 from workers import allocator
 from workers.budget import Budget
+from workers.committer import Committer
 from workers.engine import Engine, pick_batch_limits, pick_device
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ class WorkerState:
     busy: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     budget: Budget = field(init=False)
+    committer: Committer = field(init=False)
+    """Claims and finishes of this worker's chunks, a group per transaction."""
     """Segments of the chunks this worker's tasks are translating now, and the line."""
     hostname: str = ""
     """This worker's Celery name, set at start-up (its presence key)."""
@@ -58,6 +61,7 @@ class WorkerState:
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.settings.worker_segments)
+        self.committer = Committer(self.sessions, self.redis)
 
     def hold(self, segments: int, wait_s: float, priority: int = 0, task_id: str = "") -> bool:
         """Take segments into this worker's budget, in line; False: hand the chunk back.

@@ -6,6 +6,7 @@ import os
 
 import pytest
 from kombu import Connection
+from kombu.asynchronous import Hub
 
 from stapel.celery_config import celery_config
 from stapel.kombu_redis import TRANSPORT, Channel, transport_for
@@ -60,3 +61,26 @@ def test_messages_travel_and_are_acknowledged_through_the_shared_client(redis_ur
             assert redis_client.hlen("unacked") == 0
         assert got == [0, 1, 2]
         queue.close()
+
+
+def test_acks_on_an_event_loop_leave_unacked_together_and_before_the_channel_closes(
+    redis_url, redis_client
+):
+    with Connection(redis_url, transport=TRANSPORT) as conn:
+        conn.transport.stapel_hub = Hub()  # what a worker's event loop registers
+        queue = conn.SimpleQueue("stapel-transport-acks")
+        for n in range(3):
+            queue.put({"n": n})
+        messages = [queue.get(timeout=5) for _ in range(3)]
+        for message in messages:
+            message.ack()
+        qos = conn.default_channel.qos
+        assert not set(qos._delivered) - qos._dirty  # the prefetch slots are free at once
+        assert redis_client.hlen("unacked") == 3  # their removal waits for the flush
+        qos.flush_acks()
+        assert redis_client.hlen("unacked") == 0 and redis_client.zcard("unacked_index") == 0
+        queue.put({"n": 3})
+        queue.get(timeout=5).ack()
+        queue.close()
+        conn.default_channel.close()  # a closing channel flushes what waits
+        assert redis_client.hlen("unacked") == 0

@@ -1,0 +1,196 @@
+"""A worker's own capacity: one-segment jobs queued first, then one worker drains them.
+
+    python -m bench.drain --name drain --jobs 2000          # SQLite (or DATABASE_URL)
+    DATABASE_URL=postgresql://... python -m bench.drain --name drain-postgresql
+
+The web stores `jobs` one-segment jobs with no worker running (their messages wait in
+Redis) and stops; then one worker starts as the Procfile's `worker_cpu` does, on the
+tiny random model with the MT cache off, so that what is measured is the stack's cost
+per job, the regime a GPU's speed puts a worker in. The drain is timed from the first
+job's end to the last's (the database's clock: `finished_at`), and the worker's CPU
+time over the same span (from /proc, robust to a noisy machine), so start-up is left
+out. Raw is CTranslate2 alone on the same segments. Writes the run to
+bench/runs/<name>.json (bench/stamp.py), or --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import signal
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from bench.stack import Stack, cpu_seconds, rss_peak_kib, thread_cpu_seconds, wait
+from bench.stamp import run_path, write_run
+from bench.throughput import TINY_MODEL_DIR, Client, bench_model, body, raw_run, stack_env
+from stapel.db import make_engine, make_session_factory
+from stapel.keys import create_key
+from training.random_model import pseudo_corpus
+from workers.command import worker_command
+
+SUBMITTERS = 16
+POLL_S = 0.02
+"""How often the first end is looked for (the worker's CPU is read then)."""
+
+
+def _ended(db) -> int:
+    with db.connect() as conn:
+        return conn.execute(
+            text("SELECT count(*) FROM jobs WHERE status NOT IN ('queued','running')")
+        ).scalar()
+
+
+def _span(db) -> float:
+    """Seconds from the first job's end to the last's, on the database's clock."""
+    with db.connect() as conn:
+        rows = conn.execute(text("SELECT finished_at FROM jobs ORDER BY finished_at")).scalars()
+        times = [t for t in rows if t is not None]
+    first, last = times[0], times[-1]
+    if isinstance(first, str):  # SQLite stores text
+        first, last = datetime.fromisoformat(first), datetime.fromisoformat(last)
+    return (last - first).total_seconds()
+
+
+def _profile(pid: int, out: str | None) -> subprocess.Popen | None:
+    """Start py-spy on the worker (collapsed stacks of the threads holding the GIL)."""
+    if not out:
+        return None
+    return subprocess.Popen(
+        ["py-spy", "record", "--pid", str(pid), "--rate", "200", "--threads", "--nonblocking"]
+        + ["--format", "raw", "-o", out],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def drain(args, texts: list[str]) -> dict:
+    """Queue the jobs, stop the web, start one worker, time the drain."""
+    workdir = Path(tempfile.mkdtemp(prefix="stapel-drain-"))
+    env = {
+        **stack_env(args),
+        "STAPEL_FAIR_SHARE_STEP": "0",
+        "STAPEL_QUOTA_JOBS_IN_FLIGHT": str(10 * len(texts)),
+        **dict(kv.split("=", 1) for kv in args.env),
+    }
+    stack = Stack(workdir, env)
+    try:
+        stack.start_web(workers=args.web_processes)
+        with make_session_factory(make_engine(stack.env["DATABASE_URL"]))() as session:
+            key = create_key(session, "drain")[1]
+        client = Client(stack, key)
+        with ThreadPoolExecutor(max_workers=SUBMITTERS) as pool:
+            ids = list(pool.map(lambda t: client.submit(body([t]))[0], texts))
+        web = stack.procs.pop("web")
+        os.killpg(web.pid, signal.SIGTERM)
+        web.wait(timeout=60)
+        db = create_engine(stack.env["DATABASE_URL"])
+        name = "cpu-drain@bench"
+        proc = stack._spawn(
+            name,
+            worker_command("cpu", name, args.concurrency),
+            {**stack.env, "STAPEL_POOL": "cpu"},
+        )
+        spawned = time.perf_counter()
+        wait(lambda: _ended(db) > 0, 300, "the first job's end", interval=POLL_S)
+        cpu_first, threads_first = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid)
+        spy = _profile(proc.pid, args.py_spy)
+        first_s = time.perf_counter() - spawned
+        wait(lambda: _ended(db) >= len(ids), 3600, f"{len(ids)} jobs ended", interval=0.2)
+        cpu_last, threads_last = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
+        rss = rss_peak_kib(proc.pid) / 1024
+        span = _span(db)
+        with db.connect() as conn:
+            failed = conn.execute(
+                text("SELECT count(*) FROM jobs WHERE status != 'succeeded'")
+            ).scalar()
+        if failed:
+            raise RuntimeError(f"{failed} jobs did not succeed")
+    finally:
+        stack.stop()
+    jobs = len(ids) - 1  # the span runs from the first end to the last
+    return {
+        "jobs": len(ids),
+        "database": stack.env["DATABASE_URL"].split(":", 1)[0],
+        "jobs_per_s": jobs / span,
+        "segments_per_s": jobs / span,
+        "span_s": span,
+        "first_end_after_s": first_s,
+        "worker_cpu_ms_per_job": 1000 * (cpu_last - cpu_first) / jobs,
+        "worker_peak_rss_mib": rss,
+        "worker_cpu_s_by_thread": _by_thread(proc.pid, threads_first, threads_last),
+    }
+
+
+def _by_thread(pid: int, before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    """The worker's CPU seconds in the drain: its main thread (Celery's consumer), its
+    busiest other threads, and the rest together."""
+    spent = {tid: used - before.get(tid, 0.0) for tid, used in after.items()}
+    main = spent.pop(pid, 0.0)
+    ranked = sorted(spent.values(), reverse=True)
+    return {
+        "main": round(main, 2),
+        **{f"busiest_{n + 1}": round(v, 2) for n, v in enumerate(ranked[:4])},
+        "others": round(sum(ranked[4:]), 2),
+        "others_count": len(ranked[4:]),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default="drain")
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--web-processes", type=int, default=None)
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the worker")
+    parser.add_argument("--out", default=None, help="where to write the run")
+    parser.add_argument("--py-spy", default=None, help="record the drain with py-spy here")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--parallel-batches", type=int, default=0)
+    parser.add_argument("--decode", type=int, default=8)
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    args = parser.parse_args(argv)
+    args.tiny = True
+    path = bench_model(args)
+    assert path.parent == TINY_MODEL_DIR
+    texts = pseudo_corpus(args.jobs, seed=21)
+    raw = raw_run(path, texts, args)["segments_per_s"]
+    runs = sorted((drain(args, texts) for _ in range(args.repeat)), key=lambda r: r["jobs_per_s"])
+    row = runs[len(runs) // 2]
+    row["ratio"] = row["segments_per_s"] / raw
+    results = {
+        "name": args.name,
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "model": "tiny",
+        "decode_tokens": args.decode,
+        "concurrency": args.concurrency,
+        "raw_segments_per_s": raw,
+        "drain": row,
+        "runs_jobs_per_s": [r["jobs_per_s"] for r in runs],
+        "runs_cpu_ms_per_job": [r["worker_cpu_ms_per_job"] for r in runs],
+    }
+    out = write_run(Path(args.out) if args.out else run_path(args.name), results)
+    print(
+        f"drain ({row['database']}, {row['jobs']} one-segment jobs, one worker): "
+        f"{row['jobs_per_s']:.0f} jobs/s, {row['segments_per_s']:.0f} segments/s, "
+        f"{row['ratio']:.3f} of raw's {raw:.0f}; worker CPU "
+        f"{row['worker_cpu_ms_per_job']:.2f} ms/job; peak RSS {row['worker_peak_rss_mib']:.0f} MiB"
+        f"\nworker CPU seconds by thread: {row['worker_cpu_s_by_thread']}"
+        f"\nwritten to {out}"
+    )
+
+
+if __name__ == "__main__":
+    main()
