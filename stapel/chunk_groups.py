@@ -31,6 +31,7 @@ from stapel.chunks import (
     Written,
     _ended_under,
     claim_chunk,
+    claim_from_row,
     finish_chunk,
     pending_segments,
     segment_rows,
@@ -122,25 +123,7 @@ def _claim_group(session: Session, ids: list[str], worker: str) -> dict[str, tup
 
 
 def _claim(row, token: str) -> Claim:
-    return Claim(
-        chunk_id=row.chunk_id,
-        job_id=row.job_id,
-        chunk_idx=row.idx,
-        token=token,
-        pair=f"{row.source_lang}-{row.target_lang}",
-        first=row.first_segment,
-        end=row.end_segment,
-        attempt=row.attempts,
-        priority=row.priority,
-        chunks_total=row.chunks_total,
-        sent_at=row.sent_at,
-        claimed_at=row.now,
-        has_callback=bool(row.has_callback),
-        split_sentences=row.split_sentences is not False,
-        tenant_id=row.tenant_id,
-        use_cache=row.use_cache is not False,
-        memories=tuple(row.memories or ()),
-    )
+    return claim_from_row(row, row.chunk_id, row.job_id, token)
 
 
 def pending_of(session: Session, claims: Sequence[Claim]) -> dict[str, Pending]:

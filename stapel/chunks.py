@@ -146,24 +146,29 @@ def claim_chunk(session: Session, chunk_id: str, worker: str) -> Claim | None:
     chunk = session.execute(_CLAIMED, {"c_chunk": chunk_id}).one()
     session.execute(_START_JOB, {"c_job": job_id, "c_attempts": chunk.attempts})
     session.commit()
+    return claim_from_row(chunk, chunk_id, job_id, token)
+
+
+def claim_from_row(row: Any, chunk_id: str, job_id: str, token: str) -> Claim:
+    """Return the Claim a claimed chunk's row (with its job's columns) describes."""
     return Claim(
         chunk_id=chunk_id,
         job_id=job_id,
-        chunk_idx=chunk.idx,
+        chunk_idx=row.idx,
         token=token,
-        pair=f"{chunk.source_lang}-{chunk.target_lang}",
-        first=chunk.first_segment,
-        end=chunk.end_segment,
-        attempt=chunk.attempts,
-        priority=chunk.priority,
-        chunks_total=chunk.chunks_total,
-        sent_at=chunk.sent_at,
-        claimed_at=chunk.now,
-        has_callback=bool(chunk.has_callback),
-        split_sentences=chunk.split_sentences is not False,
-        tenant_id=chunk.tenant_id,
-        use_cache=chunk.use_cache is not False,
-        memories=tuple(chunk.memories or ()),
+        pair=f"{row.source_lang}-{row.target_lang}",
+        first=row.first_segment,
+        end=row.end_segment,
+        attempt=row.attempts,
+        priority=row.priority,
+        chunks_total=row.chunks_total,
+        sent_at=row.sent_at,
+        claimed_at=row.now,
+        has_callback=bool(row.has_callback),
+        split_sentences=row.split_sentences is not False,
+        tenant_id=row.tenant_id,
+        use_cache=row.use_cache is not False,
+        memories=tuple(row.memories or ()),
     )
 
 

@@ -66,7 +66,8 @@ class Multilingual:
     max_input_tokens: int | None = None
 
 
-def _json(path: Path) -> dict:
+def read_json_object(path: Path) -> dict:
+    """Return the JSON object in path, or {} when it is missing, unreadable or not an object."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -88,7 +89,9 @@ def vocabulary(path: Path) -> list[str]:
 def _family(path: Path, manifest: dict, vocab: list[str]) -> str:
     if isinstance(manifest.get("family"), str):
         return manifest["family"]
-    tokenizer = str(_json(path / "tokenizer_config.json").get("tokenizer_class") or "").lower()
+    tokenizer = str(
+        read_json_object(path / "tokenizer_config.json").get("tokenizer_class") or ""
+    ).lower()
     if tokenizer in TOKENIZER_CLASSES:
         return TOKENIZER_CLASSES[tokenizer]
     counts = {
@@ -146,7 +149,7 @@ def detect(path: Path) -> Multilingual:
 
 
 def _detect(path: Path) -> Multilingual:
-    manifest = _json(path / MANIFEST)
+    manifest = read_json_object(path / MANIFEST)
     if not (path / "model.bin").is_file():
         raise FamilyError("no model.bin")
     names = [manifest["sentencepiece"]] if isinstance(manifest.get("sentencepiece"), str) else []

@@ -16,7 +16,6 @@ fingerprints of their own (pair_fingerprint), and a piece's key holds its target
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ import sentencepiece as spm
 
 from stapel import mtcache
 from stapel.model_dirs import ModelDir
+from stapel.model_families import read_json_object
 from stapel.mtcache import fingerprint
 
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "mask_token")
@@ -100,14 +100,6 @@ def target_prefixes(items: Sequence[Any]) -> dict[str, list[list[str]]]:
     return {"target_prefix": prefixes} if any(prefixes) else {}
 
 
-def _json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _token(value: object) -> str | None:
     if isinstance(value, str):
         return value
@@ -121,7 +113,7 @@ def specials(path: Path, languages: list[str]) -> frozenset[str]:
     its additional ones and the language tokens (tokenizer files where present)."""
     found = set(DEFAULT_SPECIALS) | set(languages)
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
-        data = _json(path / name)
+        data = read_json_object(path / name)
         for key in SPECIAL_NAMES:
             if (token := _token(data.get(key))) is not None:
                 found.add(token)
