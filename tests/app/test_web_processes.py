@@ -55,7 +55,10 @@ def web_env(database_url: str, redis_url: str, **values: str) -> dict[str, str]:
 def children(pid: int) -> set[int]:
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found |= {int(c) for c in (task / "children").read_text().split()}
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except FileNotFoundError:  # a thread that ended while the tasks were listed
+            continue
     return found
 
 

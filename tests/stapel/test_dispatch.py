@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 
 from stapel import settings as settings_module
 from stapel.broker import broker_priority
+from stapel.chunks import claim_chunk
 from stapel.presence import publish
 from stapel.tables import Chunk, Job, utcnow
 from tests.factories import job_body
@@ -139,7 +140,7 @@ def test_worker_requeue_after_a_transient_error_sends_the_same_message(stack):
     drain(stack.redis)
     state = runtime.state()
     with state.sessions() as session:
-        claim = pipeline.claim_chunk(session, first["chunk_id"], "w")
+        claim = claim_chunk(session, first["chunk_id"], "w")
         outcome = pipeline._fail(state, stack.ext.celery, session, claim, "boom", retry=True)
     assert outcome == "requeued"
     assert drain(stack.redis) == [first]
