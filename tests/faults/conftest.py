@@ -14,10 +14,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis as redis_lib
-from sqlalchemy import create_engine, text
 
 from stapel.db import make_engine, make_session_factory
-from tests.conftest import migrate, reachable_postgres_url, truncate
+from tests.conftest import migrate, own_database, reachable_postgres_url, truncate
 from tests.faults.harness import Figures, Reference, Stack, install_write_counter, record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,17 +27,7 @@ REDIS_DB = 14
 
 def private_postgres(url: str) -> str:
     """Return the URL of `<db>_faults` on the server of url, created and migrated."""
-    parts = urlsplit(url)
-    name = f"{parts.path.lstrip('/') or 'postgres'}_faults"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            exists = conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name})
-            if not exists:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        admin.dispose()
-    private = urlunsplit(parts._replace(path=f"/{name}"))
+    private = own_database(url, "faults")
     migrate(private)
     return private
 

@@ -15,6 +15,8 @@ from stapel.keys import create_key
 from tests.conftest import ROOT, free_port
 from tests.factories import wait_for
 
+pytestmark = pytest.mark.process  # the Procfile's web server in a process of its own
+
 SLOW = 8
 """Connections announcing a 1 MB body and sending one byte of it."""
 
