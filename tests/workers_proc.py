@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
+import sys
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from celery import Celery
@@ -107,3 +111,45 @@ def stack_worker(app, settings_overrides: dict, tmp_path: Path, **env: str):
     proc = WorkerProcess({**base, **env}, tmp_path).start(app.extensions["stapel"].celery)
     yield proc
     proc.stop()
+
+
+def _healthy(port: int) -> bool:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        conn.request("GET", "/healthz")
+        return conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
+@contextmanager
+def web_process(env: dict[str, str], port: int, log_path: Path) -> Iterator[subprocess.Popen]:
+    """Run the Procfile's web server (app.server) with env on port until the block ends.
+
+    env holds the settings (STAPEL_BIND included); the server's output goes to log_path,
+    whose text an assertion shows when the server exits before it answers.
+    """
+    root = Path(__file__).resolve().parent.parent
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.server"],
+            cwd=root,
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+        def answers() -> bool:
+            try:
+                return _healthy(port)
+            except OSError:
+                return proc.poll() is not None
+
+        try:
+            wait_for(answers, timeout=60, what="the web server to answer")
+            assert proc.poll() is None, log_path.read_text()
+            yield proc
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)

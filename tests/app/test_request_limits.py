@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import socket
-import subprocess
-import sys
 
 import pytest
 from sqlalchemy import func, select
 
 from stapel.tables import Document, Job
-from tests.conftest import ROOT, free_port
-from tests.factories import job_body, wait_for
+from tests.conftest import free_port
+from tests.factories import job_body
+from tests.workers_proc import web_process
 
 
 def job_count(app) -> int:
@@ -141,37 +139,14 @@ def web_server(settings_overrides, tmp_path):
     """The Procfile's server (app.server: granian serving app.serve()) on a free port."""
     port = free_port()
     env = {
-        **os.environ,
         "DATABASE_URL": settings_overrides["database_url"],
         "REDIS_URL": settings_overrides["redis_url"],
         "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),
         "STAPEL_BIND": f"127.0.0.1:{port}",
         "STAPEL_WEB_WORKERS": "1",
     }
-    log = open(tmp_path / "web.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.server"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-    def answers() -> bool:
-        try:
-            return raw_request(port, b"GET /healthz HTTP/1.1")[0] == 200
-        except OSError:
-            return proc.poll() is not None
-
-    try:
-        wait_for(answers, timeout=60, what="the web server to answer")
-        assert proc.poll() is None, (tmp_path / "web.log").read_text()
+    with web_process(env, port, tmp_path / "web.log"):
         yield port
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
-        log.close()
 
 
 @pytest.mark.process

@@ -12,10 +12,6 @@ body stops early.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -26,9 +22,10 @@ from sqlalchemy import create_engine, text
 
 from stapel.db import make_session_factory
 from stapel.keys import create_key
-from tests.conftest import ROOT, free_port
+from tests.conftest import free_port
 from tests.factories import sentences, wait_for
 from tests.faults.conftest import fresh_engine
+from tests.workers_proc import web_process
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -47,7 +44,6 @@ def web(pg_fault_url, fault_redis_url, model_root, tmp_path):
     engine.dispose()
     port = free_port()
     env = {
-        **os.environ,
         "DATABASE_URL": pg_fault_url,
         "REDIS_URL": fault_redis_url,
         "STAPEL_MODEL_ROOT": str(model_root),
@@ -55,31 +51,8 @@ def web(pg_fault_url, fault_redis_url, model_root, tmp_path):
         "STAPEL_WEB_WORKERS": "1",
         "STAPEL_RATE_READ": "100000/minute",
     }
-    log = open(tmp_path / "web.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.server"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        try:
-            return requests.get(base + "/healthz", timeout=2).status_code == 200
-        except requests.RequestException:
-            return proc.poll() is not None
-
-    try:
-        wait_for(answers, timeout=60, what="the web server to answer")
-        assert proc.poll() is None, (tmp_path / "web.log").read_text()
-        yield base, auth
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-        log.close()
+    with web_process(env, port, tmp_path / "web.log"):
+        yield f"http://127.0.0.1:{port}", auth
 
 
 def classify(response: requests.Response, expect_segments: int | None) -> str:

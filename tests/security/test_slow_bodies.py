@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from stapel.keys import create_key
-from tests.conftest import ROOT, free_port
-from tests.factories import wait_for
+from tests.conftest import free_port
+from tests.workers_proc import web_process
 
 pytestmark = pytest.mark.process  # the Procfile's web server in a process of its own
 
@@ -39,7 +36,6 @@ def web(app, settings_overrides, tmp_path):
         key = create_key(s, "reader")[1]
     port = free_port()
     env = {
-        **os.environ,
         "DATABASE_URL": settings_overrides["database_url"],
         "REDIS_URL": settings_overrides["redis_url"],
         "STAPEL_MODEL_ROOT": str(settings_overrides["model_root"]),
@@ -49,29 +45,8 @@ def web(app, settings_overrides, tmp_path):
         "STAPEL_BODY_DEADLINE_S": "2",
         "STAPEL_BODY_MIN_RATE": str(10**9),
     }
-    log = open(tmp_path / "web.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.server"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-    def answers() -> bool:
-        try:
-            return request(port, b"GET /healthz HTTP/1.1", timeout=2)[0] == 200
-        except OSError:
-            return proc.poll() is not None
-
-    try:
-        wait_for(answers, timeout=60, what="the web server to answer")
+    with web_process(env, port, tmp_path / "web.log"):
         yield port, key
-    finally:
-        os.killpg(proc.pid, 9)
-        proc.wait(timeout=30)
-        log.close()
 
 
 def test_slow_bodies_without_a_key_do_not_stall_other_tenants(web):
