@@ -1,6 +1,6 @@
 """Reading documents: CPU seconds and peak memory per format and size, refused ones too.
 
-    python -m bench.parsing            # prints a table, writes bench/results/parsing.json
+    python -m bench.parsing            # prints a table, writes bench/runs/parsing.json
     python -m bench.parsing --quick    # the small sizes only
 
 Each case runs in a fresh process: it builds the upload, resets the peak (Linux
@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import resource
 import subprocess
 import sys
 import time
 import zipfile
 from pathlib import Path
+
+from bench.stamp import run_path, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
 XLIFF_UNIT = b'<trans-unit id="u"><source>The old man sees the small dog.</source></trans-unit>\n'
@@ -140,8 +141,7 @@ def main() -> None:
                 flush=True,
             )
     if not args.quick:
-        out = ROOT / "bench" / "results" / "parsing.json"
-        out.write_text(json.dumps({"machine": os.uname().nodename, "rows": rows}, indent=1))
+        print(f"wrote {write_run(run_path('parsing'), {'rows': rows})}")
 
 
 if __name__ == "__main__":
