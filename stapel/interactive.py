@@ -205,7 +205,7 @@ def finish(lane: Lane, job_ids: Collection[str]) -> None:
 
 def succeeded(session: Session, tenant_id: str, job_id: str) -> Job:
     """Return the tenant's ended job, or raise TranslationFailed if it did not succeed."""
-    session.expire_all()  # the job submitted in this session ended in a worker's
+    session.expire_all()  # the job ended in a worker: read its row anew, not the cached one
     job = jobs.get_job(session, tenant_id, job_id)
     if job.status != Status.SUCCEEDED:
         log.warning("synchronous job ended status=%s logid=%s", job.status, job_id)

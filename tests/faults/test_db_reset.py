@@ -18,13 +18,15 @@ from collections import Counter
 
 import pytest
 import requests
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 
-from stapel.db import make_session_factory
+from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
+from stapel.tables import Segment
 from tests.conftest import free_port
 from tests.factories import sentences, wait_for
 from tests.faults.conftest import fresh_engine
+from tests.faults.harness import stuck_jobs
 from tests.workers_proc import web_process
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
@@ -134,3 +136,14 @@ def test_backend_terminations_give_whole_answers(web, pg_fault_url):
     # the result is small enough to be read before its status: never a broken stream
     wrong = {k: v for k, v in outcomes.items() if k not in ("ok", "503")}
     assert not wrong, dict(outcomes)
+    # the invariant: no job left active with all its chunks ended, every segment stored once
+    engine = make_engine(pg_fault_url)
+    try:
+        with make_session_factory(engine)() as session:
+            assert stuck_jobs(session) == []
+            idxs = session.scalars(
+                select(Segment.idx).where(Segment.job_id == job).order_by(Segment.idx)
+            ).all()
+    finally:
+        engine.dispose()
+    assert list(idxs) == list(range(SEGMENTS))
