@@ -54,7 +54,8 @@ def srt(n: int) -> bytes:
     return b"".join(b"%d\n00:00:01,000 --> 00:00:02,000\nHello.\n\n" % i for i in range(1, n + 1))
 
 
-def _docx(document: bytes) -> bytes:
+def docx_of(document: bytes) -> bytes:
+    """Return a .docx holding document as its word/document.xml."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("word/document.xml", document)
@@ -64,7 +65,7 @@ def _docx(document: bytes) -> bytes:
 def docx_paragraphs(n: int) -> bytes:
     para = b"<w:p><w:r><w:t>The old man sees %d small dogs.</w:t></w:r></w:p>"
     paras = b"".join(para % i for i in range(n))
-    return _docx(b"<w:document " + W + b"><w:body>" + paras + b"</w:body></w:document>")
+    return docx_of(b"<w:document " + W + b"><w:body>" + paras + b"</w:body></w:document>")
 
 
 def docx_zeros(mib: int) -> bytes:

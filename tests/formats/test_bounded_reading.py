@@ -14,6 +14,7 @@ import zipfile
 
 import pytest
 
+from bench.parsing import docx_of, docx_paragraphs
 from stapel.exceptions import TooLarge
 from stapel.formats import Limits, Options, docx, parse_document, xliff
 from stapel.formats.base import parse_xml
@@ -21,21 +22,6 @@ from tests.formats.samples import XLIFF2, XLIFF12, W, sample_docx
 
 N = 40_000
 LIMIT = 100
-DOCX_PARA = "<w:p><w:r><w:t>The old man sees {} small dogs.</w:t></w:r></w:p>"
-
-
-def _docx(document: bytes) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("word/document.xml", document)
-    return out.getvalue()
-
-
-def docx_paragraphs(n: int) -> bytes:
-    body = "".join(DOCX_PARA.format(i) for i in range(n))
-    return _docx(f'<w:document xmlns:w="{W}"><w:body>{body}</w:body></w:document>'.encode())
-
-
 LONG = {
     "a.html": b"<p>Hello world.</p>\n" * N,
     "a.srt": b"".join(b"%d\n00:00:01,000 --> 00:00:02,000\nHello.\n\n" % i for i in range(1, N)),
@@ -84,7 +70,7 @@ def test_a_paragraph_is_read_with_the_text_box_inside_it_in_document_order():
         "<w:p><w:r><w:t>Inside the box.</w:t></w:r></w:p></w:txbxContent></w:pict></w:r></w:p>"
         "<w:p><w:r><w:t>After it.</w:t></w:r></w:p>"
     )
-    data = _docx(f'<w:document xmlns:w="{W}"><w:body>{box}</w:body></w:document>'.encode())
+    data = docx_of(f'<w:document xmlns:w="{W}"><w:body>{box}</w:body></w:document>'.encode())
     segments = parse_document("a.docx", data, Limits()).segments
     assert [s.split("\ufdd2")[0] for s in segments] == [
         "Before the box.",
