@@ -64,7 +64,8 @@ def _profile(pid: int, out: str | None) -> subprocess.Popen | None:
     if not out:
         return None
     return subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), "--rate", "200", "--threads", "--nonblocking"]
+        ["py-spy", "record", "--pid", str(pid), "--rate", "500", "--threads", "--gil"]
+        + ["--nonblocking"]
         + ["--format", "raw", "-o", out],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

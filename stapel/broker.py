@@ -28,6 +28,9 @@ from stapel.settings import Settings
 log = logging.getLogger(__name__)
 
 PRIORITY_SEP = ":"
+SEGMENTS_HEADER = "stapel_segments"
+"""A chunk message's size, also in its headers, where a worker taking messages along
+reads it without decoding the body (workers/takealong.py)."""
 
 INTERACTIVE_PRIORITY = 10
 """The interactive lane: one above the API's most urgent (9), given only to the compat
@@ -137,6 +140,7 @@ def publish(
     priority: int,
     *,
     pending: tuple[str, str] | None = None,
+    headers: dict | None = None,
 ) -> None:
     """Push a task message straight onto its queue's Redis list, as Celery would.
 
@@ -145,8 +149,10 @@ def publish(
     worker cannot tell it from `send_task`'s: `tests/stapel/test_broker.py` compares the
     two. What it skips is the cost of kombu's publish path around one LPUSH (a producer
     from the pool, a new Redis client object per message), which was a sixth of a POST's
-    CPU. `priority` is Redis's (0 served first).
+    CPU. `priority` is Redis's (0 served first); `headers` are added to Celery's, as
+    `send_task(headers=...)` adds them.
     """
+    extra = headers
     headers, properties, body, _ = celery.amqp.as_task_v2(
         task_id,
         name,
@@ -157,6 +163,8 @@ def publish(
         argsrepr=_short_repr(args),
         kwargsrepr=_short_repr(kwargs),
     )
+    if extra:
+        headers.update(extra)
     envelope = {
         "body": base64.b64encode(json.dumps(body).encode()).decode(),
         "content-encoding": "utf-8",
@@ -204,6 +212,7 @@ def send_chunk(
             message.queue,
             broker_priority(message.priority),
             pending=pending,
+            headers=None if message.segments is None else {SEGMENTS_HEADER: message.segments},
         )
     except (OperationalError, redis.RedisError, OSError) as exc:
         log.warning(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, case, func, select, tuple_, update
+from sqlalchemy import String, and_, cast, func, select, update
 from sqlalchemy.orm import Session
 
 from stapel import endings, mtcache
@@ -36,10 +36,10 @@ from stapel.chunks import (
     pending_segments,
     segment_rows,
 )
-from stapel.db import with_retry
+from stapel.db import among, pairs_among, with_retry
 from stapel.locking import job_status, lock_jobs, retry_conflicts
 from stapel.states import ACTIVE, ChunkOutcome, Origin, Status
-from stapel.tables import Segment, db_now, new_id
+from stapel.tables import Segment, db_now
 
 Pending = list[tuple[int, str]]
 """(index, source) of a claimed chunk's segments not translated yet."""
@@ -82,32 +82,35 @@ def claim_chunks(
 @retry_conflicts
 def _claim_group(session: Session, ids: list[str], worker: str) -> dict[str, tuple[Claim, Pending]]:
     jobs = dict(
-        session.execute(select(_CHUNKS.c.id, _CHUNKS.c.job_id).where(_CHUNKS.c.id.in_(ids))).all()
+        session.execute(
+            select(_CHUNKS.c.id, _CHUNKS.c.job_id).where(among(session, _CHUNKS.c.id, ids))
+        ).all()
     )
     session.commit()  # the claim's own transaction starts with the jobs' locks
     if not jobs:
         return {}
     lock_jobs(session, jobs.values())
-    tokens = {chunk_id: new_id() for chunk_id in jobs}
-    won = list(
+    won: dict[str, str] = dict(
         session.execute(
             update(_CHUNKS)  # type: ignore[arg-type]
-            .where(_CHUNKS.c.id.in_(list(jobs)), _CHUNKS.c.status == Status.QUEUED.value)
+            .where(among(session, _CHUNKS.c.id, jobs), _CHUNKS.c.status == Status.QUEUED.value)
             .values(
                 status=Status.RUNNING.value,
                 attempts=_CHUNKS.c.attempts + 1,
-                claim_token=case(tokens, value=_CHUNKS.c.id),
+                claim_token=_new_token(session),
                 worker=worker,
                 heartbeat_at=db_now(),
                 error=None,
             )
-            .returning(_CHUNKS.c.id)
-        ).scalars()
+            .returning(_CHUNKS.c.id, _CHUNKS.c.claim_token)
+        ).all()
     )
     if not won:
         session.rollback()
         return {}
-    rows = session.execute(_CLAIMED_MANY.where(_CHUNKS.c.id.in_(won)).order_by(_CHUNKS.c.id)).all()
+    rows = session.execute(
+        _CLAIMED_MANY.where(among(session, _CHUNKS.c.id, won)).order_by(_CHUNKS.c.id)
+    ).all()
     attempts: dict[str, int] = {}
     for row in rows:
         attempts[row.job_id] = max(attempts.get(row.job_id, 0), row.attempts)
@@ -115,11 +118,19 @@ def _claim_group(session: Session, ids: list[str], worker: str) -> dict[str, tup
         _START_JOB, [{"c_job": job, "c_attempts": n} for job, n in sorted(attempts.items())]
     )
     session.commit()
-    claims = {row.chunk_id: _claim(row, tokens[row.chunk_id]) for row in rows}
+    claims = {row.chunk_id: _claim(row, won[row.chunk_id]) for row in rows}
     # claimed: a failing read from here on must not claim them again (their tasks'd skip)
     pending = with_retry(session, lambda: pending_of(session, list(claims.values())))
     session.commit()  # a read: no transaction stays open
     return {chunk_id: (claim, pending[chunk_id]) for chunk_id, claim in claims.items()}
+
+
+def _new_token(session: Session):
+    """A new token for each row, made by the database: the statement stays the same for
+    any group, where a token per row as a parameter made it a new one each time."""
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(func.gen_random_uuid(), String)
+    return func.lower(func.hex(func.randomblob(16)))
 
 
 def _claim(row, token: str) -> Claim:
@@ -145,7 +156,7 @@ def pending_of(session: Session, claims: Sequence[Claim]) -> dict[str, Pending]:
             )
         )
         .where(
-            _CHUNKS.c.id.in_([claim.chunk_id for claim in claims]),
+            among(session, _CHUNKS.c.id, [claim.chunk_id for claim in claims]),
             segments.target.is_(None),
             segments.error_code.is_(None),
         )
@@ -203,7 +214,7 @@ def _finish_group(session: Session, finishes: Sequence[Finish]) -> list[ChunkOut
         session.execute(
             update(_CHUNKS)  # type: ignore[arg-type]
             .where(
-                tuple_(_CHUNKS.c.id, _CHUNKS.c.claim_token).in_(owned),
+                pairs_among(session, _CHUNKS.c.id, _CHUNKS.c.claim_token, owned),
                 _CHUNKS.c.status == Status.RUNNING.value,
             )
             .values(
@@ -246,11 +257,11 @@ _JOB_COUNTS_MANY = update(_JOBS).values(  # type: ignore[arg-type]
 )
 
 
-def _succeed_many(job_ids: list[str]):
+def _succeed_many(session: Session, job_ids: list[str]):
     """endings.succeed for many jobs, telling which it ended (RETURNING)."""
     return (
         update(_JOBS)  # type: ignore[arg-type]
-        .where(_JOBS.c.id.in_(job_ids), _JOBS.c.status.in_(ACTIVE))
+        .where(among(session, _JOBS.c.id, job_ids), _JOBS.c.status.in_(ACTIVE))
         .values(
             status=Status.SUCCEEDED,
             finished_at=db_now(),
@@ -267,8 +278,8 @@ def _end_only_chunks(session: Session, job_ids: list[str]) -> set[str]:
     Their counts are their chunk's (finish_chunk's `_JOB_COUNTS`); no chunk is counted."""
     if not job_ids:
         return set()
-    session.execute(_JOB_COUNTS_MANY.where(_JOBS.c.id.in_(job_ids)))
-    return set(session.execute(_succeed_many(job_ids)).scalars())
+    session.execute(_JOB_COUNTS_MANY.where(among(session, _JOBS.c.id, job_ids)))
+    return set(session.execute(_succeed_many(session, job_ids)).scalars())
 
 
 def _outcome(session: Session, f: Finish, won: bool, succeeded: set[str]) -> ChunkOutcome:

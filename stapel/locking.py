@@ -32,6 +32,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from stapel.db import among
 from stapel.tables import Job, Tenant
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def lock_jobs(session: Session, job_ids: Collection[str]) -> None:
         return
     session.execute(
         select(_JOBS.c.id)
-        .where(_JOBS.c.id.in_(ids))
+        .where(among(session, _JOBS.c.id, ids))
         .order_by(_JOBS.c.id)
         .with_for_update(key_share=True)
     )

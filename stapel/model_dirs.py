@@ -182,23 +182,32 @@ def _other_dirs(root: Path) -> list[Path]:
 
 SCAN_CACHE_S = 5.0
 """How long a process trusts its scan of the model root before looking again."""
+ROOT_LOOK_S = 0.05
+"""How long it trusts the root's mtime: a worker asks for its pairs several times per
+chunk, and a stat for each was a twentieth of a one-segment job's Python time."""
 
 _scans: dict[Path, tuple[float, float, dict[str, ModelDir]]] = {}
 _scans_lock = threading.Lock()
+_looked: dict[Path, float] = {}
+"""When each root's mtime was last read."""
 
 
 def served_pairs(root: Path) -> dict[str, ModelDir]:
     """Return scan(root), scanned again when the root changed or SCAN_CACHE_S passed.
 
-    A pair directory added or removed changes the root's mtime and is seen at once; a
-    model whose files change in place is seen within SCAN_CACHE_S.
+    A pair directory added or removed changes the root's mtime and is seen within
+    ROOT_LOOK_S; a model whose files change in place is seen within SCAN_CACHE_S.
     """
+    cached = _scans.get(root)
+    now = time.monotonic()
+    looked = _looked.get(root)
+    if cached is not None and looked is not None and now - looked < ROOT_LOOK_S:
+        return cached[2]
     try:
         mtime = root.stat().st_mtime
     except OSError:
         mtime = -1.0
-    cached = _scans.get(root)
-    now = time.monotonic()
+    _looked[root] = now
     if cached is not None and cached[0] == mtime and now - cached[1] < SCAN_CACHE_S:
         return cached[2]
     found = scan(root)

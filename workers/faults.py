@@ -22,6 +22,9 @@ its last chunk was marked succeeded, in the same transaction):
 - `claim-kill`: the process SIGKILLs itself right after the statement that claims a
   group of two or more chunks, before the group's transaction commits
   (tests/faults/test_group_claim_kill.py).
+- `take-kill`: the process SIGKILLs itself right after a task took two or more
+  messages along (workers/takealong.py), before any of their chunks is claimed
+  (tests/faults/test_take_along_kill.py).
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ from sqlalchemy.exc import OperationalError
 from stapel import tables
 from workers import batcher as batching
 from workers import engine as translation
+from workers import takealong as taking
 
 log = logging.getLogger(__name__)
 
 FAULTS = ("finish-error", "finish-kill", "finish-commit-kill")
 GROUP_FAULTS = ("claim-kill",)
+TAKE_FAULTS = ("take-kill",)
 
 
 def _ends_a_job(statement: str) -> bool:
@@ -74,6 +79,23 @@ def install(env: dict | None = None) -> None:
     if fault in GROUP_FAULTS:
         kill_in_group_claim()
         log.warning("test hook: fault %s in a group's claim", fault)
+    if fault in TAKE_FAULTS:
+        kill_after_take()
+        log.warning("test hook: fault %s after a take along", fault)
+
+
+def kill_after_take() -> None:
+    """SIGKILL this process once a task took two or more messages along."""
+    take = taking.TakeAlong.take
+
+    def _take(self, *args):
+        taken = take(self, *args)
+        if len(taken) >= 2:
+            log.warning("test hook: take-kill after taking %d messages along", len(taken))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return taken
+
+    taking.TakeAlong.take = _take  # type: ignore[method-assign]
 
 
 def slow_loads(seconds: float) -> None:
@@ -119,21 +141,23 @@ def break_job_ends(fault: str) -> Callable[..., None]:
     return _fault
 
 
-def _claims_a_group(statement: str) -> bool:
+def _claims_a_group(statement: str, parameters) -> bool:
+    """Whether a statement is stapel.chunk_groups' claim of two chunks or more."""
     text = statement.lstrip()
-    return (
-        text.startswith("UPDATE chunks SET")
-        and "claim_token=CASE" in text
-        and (text.count(" WHEN ") >= 2)
-    )
+    if not text.startswith("UPDATE chunks SET") or "claim_token=" not in text:
+        return False
+    if isinstance(parameters, dict):  # PostgreSQL: the ids are one array parameter
+        return any(isinstance(v, list) and len(v) >= 2 for v in parameters.values())
+    _, _, ids = text.partition("chunks.id IN (")  # SQLite: one placeholder per id
+    return ids.split(")", 1)[0].count("?") >= 2
 
 
 def kill_in_group_claim() -> Callable[..., None]:
     """SIGKILL this process once a group claim's UPDATE has run, before its commit."""
 
     @event.listens_for(Engine, "after_cursor_execute")
-    def _fault(_conn, _cursor, statement, _parameters, _context, _many) -> None:
-        if _claims_a_group(statement):
+    def _fault(_conn, _cursor, statement, parameters, _context, _many) -> None:
+        if _claims_a_group(statement, parameters):
             log.warning("test hook: claim-kill in a group's claim")
             os.kill(os.getpid(), signal.SIGKILL)
 

@@ -30,6 +30,7 @@ from workers import allocator
 from workers.budget import Budget
 from workers.committer import Committer
 from workers.engine import Engine, pick_batch_limits, pick_device
+from workers.takealong import TakeAlong
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class WorkerState:
     budget: Budget = field(init=False)
     committer: Committer = field(init=False)
     """Claims and finishes of this worker's chunks, a group per transaction."""
+    takealong: TakeAlong = field(init=False)
+    """The chunk messages its tasks take along from the queue (workers/takealong.py)."""
     """Segments of the chunks this worker's tasks are translating now, and the line."""
     hostname: str = ""
     """This worker's Celery name, set at start-up (its presence key)."""
@@ -62,6 +65,7 @@ class WorkerState:
     def __post_init__(self) -> None:
         self.budget = Budget(self.settings.worker_segments)
         self.committer = Committer(self.sessions, self.redis)
+        self.takealong = TakeAlong(self.redis)
 
     def hold(self, segments: int, wait_s: float, priority: int = 0, task_id: str = "") -> bool:
         """Take segments into this worker's budget, in line; False: hand the chunk back.

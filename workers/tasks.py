@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from stapel.celery_config import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
 from workers import control, faults, pipeline
 from workers.celery_app import celery
+from workers.runtime import state
+from workers.takealong import Taken
+
+log = logging.getLogger(__name__)
 
 faults.install()  # test hooks only; nothing happens unless STAPEL_TEST_* is set
 
@@ -16,18 +22,44 @@ def translate_chunk(
     """Translate one chunk of a job (claimed with a compare-and-set, so at most once).
 
     `segments` is the chunk's size (messages sent before it was added have none);
-    `interactive` marks the compat dialects' synchronous lane (stapel.broker).
+    `interactive` marks the compat dialects' synchronous lane (stapel.broker). The small
+    chunk messages waiting behind this one are taken along and run beside it
+    (workers/takealong.py), except by an interactive chunk: its caller waits.
     """
     delivery = self.request.delivery_info or {}
-    return pipeline.run_chunk(
-        self.app,
-        chunk_id,
-        self.request.hostname or "worker",
-        delivery.get("routing_key", ""),
-        segments,
-        place=(int(delivery.get("priority") or 0), self.request.id or ""),
-        interactive=interactive,
+    worker, queue = self.request.hostname or "worker", delivery.get("routing_key", "")
+    current = state()
+    along = current.takealong
+    taken: list[Taken] = []
+    if not interactive and queue and not current.budget.closed:
+        taken = along.take(queue, current.budget.limit - current.budget.held - (segments or 0))
+    running = along.run(
+        taken,
+        lambda m: pipeline.run_chunk(
+            self.app,
+            m.chunk_id,
+            worker,
+            queue,
+            m.segments,
+            place=(m.priority, m.task_id),
+            interactive=m.interactive,
+        ),
     )
+    try:
+        return pipeline.run_chunk(
+            self.app,
+            chunk_id,
+            worker,
+            queue,
+            segments,
+            place=(int(delivery.get("priority") or 0), self.request.id or ""),
+            interactive=interactive,
+        )
+    finally:
+        for message, future in zip(taken, running, strict=True):
+            if (error := future.exception()) is not None:  # waits; acked as a failed task is
+                log.error("taken chunk raised chunk_id=%s error=%s", message.chunk_id, repr(error))
+        along.ack(taken)
 
 
 @celery.task(name=WATCHDOG_TASK, bind=True)

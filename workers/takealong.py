@@ -1,0 +1,179 @@
+"""Chunk messages waiting behind a task's own, taken along by it in one Redis round trip.
+
+Celery delivers one message at a time, and each costs the worker a BRPOP, a round trip
+to record it among the unacknowledged, the consumer's request and event bookkeeping and
+a task thread's trace: about 0.6 ms of its CPU, most of a one-segment job's cost where
+the model is fast (docs/design/worker-cost.md). So a chunk's task takes the small chunk
+messages waiting behind its own on the same queue, as many as the worker has threads
+and segment budget for, in one script that moves each from its queue list into Redis's
+`unacked` hash and index exactly as kombu's QoS records a delivered message. Their
+chunks run `pipeline.run_chunk` on the worker's own threads beside the task's chunk,
+and their messages are acknowledged together when the last ends.
+
+What a delivered message promises, a taken one keeps: its chunk has its own claim,
+outcome and failure; a worker that dies leaves the messages in `unacked`, where the
+watchdog treats their chunks as delivered ones (queued: sent again after the grace;
+running: requeued after the heartbeat timeout) and kombu restores them after the
+visibility timeout. Only messages of the translate task that carry their size, at most
+TAKE_SEGMENTS each, are taken, highest priority first as BRPOP serves them; the first
+other message is put back where it was and ends the take.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import redis
+from kombu.transport import redis as kombu_redis
+
+from stapel.broker import PRIORITY_SEP, SEGMENTS_HEADER
+from stapel.celery_config import TRANSLATE_TASK
+
+log = logging.getLogger(__name__)
+
+TAKE_THREADS = 512
+"""Threads running taken chunks, per worker process: at most this many taken at once."""
+TAKE_AT_MOST = 100
+"""At most this many messages in one take (a committer group's size)."""
+TAKE_SEGMENTS = 64
+"""Only messages of chunks this small are taken: a large chunk is better left in the
+queue for whichever worker of the pool has room (stapel.broker.URGENT_UP_TO's size)."""
+EMPTY_BACKOFF_S = 0.02
+"""After a take found nothing, the next tasks this long skip the round trip."""
+
+_TAKE = """
+local want, room, each = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local taken, held = {}, 0
+local now = redis.call('TIME')
+local at = tonumber(now[1]) + tonumber(now[2]) / 1000000
+for i = 3, #KEYS do
+  while #taken < want do
+    local raw = redis.call('RPOP', KEYS[i])
+    if not raw then break end
+    local ok, message = pcall(cjson.decode, raw)
+    local headers = ok and type(message) == 'table' and message.headers or nil
+    local size = type(headers) == 'table' and tonumber(headers[ARGV[5]]) or nil
+    if type(headers) ~= 'table' or headers.task ~= ARGV[4] or size == nil
+        or size > each or held + size > room then
+      redis.call('RPUSH', KEYS[i], raw)
+      return taken
+    end
+    local info = message.properties.delivery_info or {}
+    local record = '[' .. raw .. ',' .. cjson.encode(info.exchange or '') .. ','
+      .. cjson.encode(ARGV[6]) .. ']'
+    redis.call('HSET', KEYS[1], message.properties.delivery_tag, record)
+    redis.call('ZADD', KEYS[2], at, message.properties.delivery_tag)
+    held = held + size
+    taken[#taken + 1] = raw
+  end
+  if #taken >= want then break end
+end
+return taken
+"""
+
+
+@dataclass(frozen=True)
+class Taken:
+    """One message taken along: what its task would have been called with."""
+
+    delivery_tag: str
+    task_id: str
+    chunk_id: str
+    segments: int
+    interactive: bool
+    priority: int
+    """Redis's (0 served first), as Celery's delivery_info gives it."""
+
+
+def queue_keys(queue: str) -> list[str]:
+    """The queue's Redis lists in the order BRPOP serves them (priority 0 first)."""
+    return [queue] + [f"{queue}{PRIORITY_SEP}{p}" for p in range(1, 10)]
+
+
+def _parse(raw: bytes) -> Taken:
+    message = json.loads(raw)
+    properties, headers = message["properties"], message["headers"]
+    args, kwargs, _ = json.loads(base64.b64decode(message["body"]))
+    return Taken(
+        delivery_tag=properties["delivery_tag"],
+        task_id=headers["id"],
+        chunk_id=args[0],
+        segments=int(kwargs.get("segments") or 0),
+        interactive=bool(kwargs.get("interactive")),
+        priority=int(properties.get("priority") or 0),
+    )
+
+
+class TakeAlong:
+    """A worker's taking along: the script, the threads, and how many run now."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._script = client.register_script(_TAKE)
+        self._threads = ThreadPoolExecutor(TAKE_THREADS, thread_name_prefix="taken")
+        self._lock = threading.Lock()
+        self._running = 0
+        self._empty_until = 0.0
+        self.taken = 0
+        self.takes = 0
+
+    def take(self, queue: str, room: int) -> list[Taken]:
+        """Move up to the free threads' worth of small chunk messages from queue into
+        `unacked`, within `room` segments; [] when none waits (or Redis is away)."""
+        now = time.monotonic()
+        with self._lock:
+            want = min(TAKE_AT_MOST, TAKE_THREADS - self._running)
+            if want <= 0 or room <= 0 or now < self._empty_until:
+                return []
+            self._running += want  # reserved: a concurrent take sees them taken
+        raws: list[bytes] = []
+        try:
+            raws = self._script(
+                keys=[
+                    kombu_redis.Channel.unacked_key,
+                    kombu_redis.Channel.unacked_index_key,
+                    *queue_keys(queue),
+                ],
+                args=[want, room, TAKE_SEGMENTS, TRANSLATE_TASK, SEGMENTS_HEADER, queue],
+            )
+        except redis.RedisError as exc:  # the task's own chunk goes on; nothing was moved
+            log.warning("take along failed queue=%s error=%s", queue, type(exc).__name__)
+        finally:
+            with self._lock:
+                self._running -= want - len(raws)
+                if not raws:
+                    self._empty_until = time.monotonic() + EMPTY_BACKOFF_S
+                self.takes += 1
+                self.taken += len(raws)
+        return [_parse(raw) for raw in raws]
+
+    def run(self, taken: list[Taken], work: Callable[[Taken], str]) -> list[Future[str]]:
+        """Run each taken chunk's work on the take-along threads."""
+        return [self._threads.submit(self._one, message, work) for message in taken]
+
+    def _one(self, message: Taken, work: Callable[[Taken], str]) -> str:
+        try:
+            return work(message)
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    def ack(self, taken: list[Taken]) -> None:
+        """Remove ended messages from `unacked`, in one round trip."""
+        tags = [message.delivery_tag for message in taken]
+        if not tags:
+            return
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(kombu_redis.Channel.unacked_index_key, *tags)
+            pipe.hdel(kombu_redis.Channel.unacked_key, *tags)
+            pipe.execute()
+        except redis.RedisError as exc:  # delivered again after the visibility timeout
+            log.warning("taken acks not sent count=%d error=%s", len(tags), type(exc).__name__)
