@@ -15,7 +15,7 @@ import os
 import threading
 from datetime import date, datetime, timezone
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Executable, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -46,23 +46,41 @@ def add(
 ) -> None:
     """Add to the tenant's row of the day (made if missing), in the caller's transaction."""
     dialect = conn.get_bind().dialect.name if isinstance(conn, Session) else conn.dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(UsageDay).values(
-        tenant_id=tenant_id,
-        day=day,
-        slot=_slot(),
-        segments=segments,
-        characters=characters,
-    )
     conn.execute(
-        statement.on_conflict_do_update(
+        _upsert(dialect),
+        {
+            "u_tenant": tenant_id,
+            "u_day": day,
+            "u_slot": _slot(),
+            "u_segments": segments,
+            "u_characters": characters,
+        },
+    )
+
+
+_UPSERTS: dict[str, Executable] = {}
+
+
+def _upsert(dialect: str) -> Executable:
+    """The upsert `add` runs, built once per dialect (building it took a POST 0.3 ms)."""
+    statement = _UPSERTS.get(dialect)
+    if statement is None:
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        values = insert(UsageDay).values(
+            tenant_id=bindparam("u_tenant"),
+            day=bindparam("u_day"),
+            slot=bindparam("u_slot"),
+            segments=bindparam("u_segments"),
+            characters=bindparam("u_characters"),
+        )
+        statement = _UPSERTS[dialect] = values.on_conflict_do_update(
             index_elements=[UsageDay.tenant_id, UsageDay.day, UsageDay.slot],
             set_={
-                "segments": UsageDay.segments + statement.excluded.segments,
-                "characters": UsageDay.characters + statement.excluded.characters,
+                "segments": UsageDay.segments + values.excluded.segments,
+                "characters": UsageDay.characters + values.excluded.characters,
             },
         )
-    )
+    return statement
 
 
 def read(session: Session, tenant_id: str, day: date) -> tuple[int, int]:

@@ -48,6 +48,11 @@ STAGE_SECONDS = Histogram(
 )
 SEGMENTS = Counter("stapel_segments_translated_total", "Segments translated", ["pool", "pair"])
 CHUNKS = Counter("stapel_chunks_total", "Chunks a worker ended, by outcome", ["pool", "outcome"])
+TAKEN_ALONG = Counter(
+    "stapel_taken_along_total",
+    "Chunk messages a task took along from its queue instead of Celery delivering each",
+    ["pool"],
+)
 BATCH_SIZE = Histogram(
     "stapel_batch_size",
     "Segments per translated batch",

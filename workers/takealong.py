@@ -5,8 +5,9 @@ to record it among the unacknowledged, the consumer's request and event bookkeep
 a task thread's trace: about 0.6 ms of its CPU, most of a one-segment job's cost where
 the model is fast (docs/design/worker-cost.md). So a chunk's task takes the small chunk
 messages waiting behind its own on the same queue, as many as the worker has threads
-and segment budget for, in one script that moves each from its queue list into Redis's
-`unacked` hash and index exactly as kombu's QoS records a delivered message. Their
+and segment budget for (TAKE_ROOM segments at most), in one script that moves each
+from its queue list into Redis's `unacked` hash and index exactly as kombu's QoS
+records a delivered message. Their
 chunks run `pipeline.run_chunk` on the worker's own threads beside the task's chunk,
 and their messages are acknowledged together when the last ends.
 
@@ -45,6 +46,9 @@ TAKE_AT_MOST = 100
 TAKE_SEGMENTS = 64
 """Only messages of chunks this small are taken: a large chunk is better left in the
 queue for whichever worker of the pool has room (stapel.broker.URGENT_UP_TO's size)."""
+TAKE_ROOM = 256
+"""At most this many segments in one take: enough to batch a hundred one-segment jobs
+together, little enough that a worker of a pool never takes minutes of another's work."""
 EMPTY_BACKOFF_S = 0.02
 """After a take found nothing, the next tasks this long skip the round trip."""
 
@@ -130,6 +134,7 @@ class TakeAlong:
         now = time.monotonic()
         with self._lock:
             want = min(TAKE_AT_MOST, TAKE_THREADS - self._running)
+            room = min(room, TAKE_ROOM)
             if want <= 0 or room <= 0 or now < self._empty_until:
                 return []
             self._running += want  # reserved: a concurrent take sees them taken

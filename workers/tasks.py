@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from stapel import metrics
 from stapel.celery_config import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
 from workers import control, faults, pipeline
 from workers.celery_app import celery
@@ -33,6 +34,9 @@ def translate_chunk(
     taken: list[Taken] = []
     if not interactive and queue and not current.budget.closed:
         taken = along.take(queue, current.budget.limit - current.budget.held - (segments or 0))
+        if taken:
+            metrics.TAKEN_ALONG.labels(current.settings.pool).inc(len(taken))
+            log.info("took along count=%d queue=%s task=%s", len(taken), queue, self.request.id)
     running = along.run(
         taken,
         lambda m: pipeline.run_chunk(
