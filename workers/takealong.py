@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import redis
 from kombu.transport import redis as kombu_redis
+from redis.commands.core import Script
 
 from stapel.broker import PRIORITY_SEP, SEGMENTS_HEADER
 from stapel.celery_config import TRANSLATE_TASK
@@ -120,7 +121,7 @@ class TakeAlong:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self._script = client.register_script(_TAKE)
+        self._script: Script | None = None
         self._threads = ThreadPoolExecutor(TAKE_THREADS, thread_name_prefix="taken")
         self._lock = threading.Lock()
         self._running = 0
@@ -139,6 +140,8 @@ class TakeAlong:
                 return []
             self._running += want  # reserved: a concurrent take sees them taken
         raws: list[bytes] = []
+        if self._script is None:
+            self._script = self.client.register_script(_TAKE)
         try:
             raws = self._script(
                 keys=[
