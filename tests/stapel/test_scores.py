@@ -11,6 +11,7 @@ from sqlalchemy import select
 from stapel import callbacks, chunk_groups, chunks, scores
 from stapel.chunk_groups import Finish
 from stapel.exceptions import ValidationError
+from stapel.settings import Settings
 from stapel.tables import Chunk, Job, Segment, utcnow
 from tests.stapel.test_jobs import chunk_ids, make_job
 
@@ -160,3 +161,14 @@ def test_the_callback_says_how_many_segments_wait_for_review(any_session):
     job.segments_review = 2
     body = json.loads(callbacks.payload(job, utcnow(), 1))
     assert body["segments_review"] == 2
+
+
+@pytest.mark.parametrize(("raw", "default"), [("", None), ("0.4", 0.4), ("0", 0.0)])
+def test_the_operators_default_min_score(raw, default):
+    assert Settings.from_env({"STAPEL_DEFAULT_MIN_SCORE": raw}).default_min_score == default
+
+
+@pytest.mark.parametrize("raw", ["1.5", "-0.2", "high"])
+def test_a_default_min_score_out_of_range_stops_the_process(raw):
+    with pytest.raises(ValueError, match="STAPEL_DEFAULT_MIN_SCORE"):
+        Settings.from_env({"STAPEL_DEFAULT_MIN_SCORE": raw})
