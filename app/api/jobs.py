@@ -53,6 +53,9 @@ def job_json(job: Job | Row) -> dict:
         "segments_from_memory": job.segments_from_memory or 0,
         "segments_from_cache": job.segments_from_cache or 0,
         "segments_from_mt": job.segments_from_mt or 0,
+        "segments_review": job.segments_review or 0,
+        "min_score": job.min_score,
+        "below_min_score": job.below_min_score,
         "attempts": job.attempts,
         "error": job.error,
         "metadata": job.meta,
@@ -300,6 +303,7 @@ def _json(session, job: Job, complete: bool, pivot: str = "") -> Iterator[str]:
     head["segments_failed"] = job.segments_failed or 0
     for origin in ("memory", "cache", "mt"):
         head[f"segments_from_{origin}"] = getattr(job, f"segments_from_{origin}") or 0
+    head["segments_review"] = job.segments_review or 0
     errors = _errors_by_document(session, job)
     yield json.dumps(head)[:-1] + ', "documents": ['
     starts = jobs.document_starts(session, job.id) + [job.segments_total]
@@ -311,8 +315,10 @@ def _json(session, job: Job, complete: bool, pivot: str = "") -> Iterator[str]:
         # one entry per segment: where its target came from (null: not translated, blank)
         yield '], "provenance": ['
         rows = jobs.iter_provenance(session, job.id, starts[d], starts[d + 1])
-        for s, (made_by, fingerprint) in enumerate(rows):
-            entry = {"origin": made_by, "model": fingerprint} if made_by else None
+        for s, (made_by, fingerprint, score, review) in enumerate(rows):
+            entry: dict | None = {"origin": made_by, "model": fingerprint} if made_by else None
+            if entry:
+                entry |= {"score": score, "review": review}
             if entry and pivot and made_by != "memory":  # two models, through `pivot`
                 entry["pivot"] = pivot
             yield ("," if s else "") + json.dumps(entry)

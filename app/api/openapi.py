@@ -108,6 +108,9 @@ JOB: dict[str, Any] = {
         "segments_from_memory": {"type": "integer"},
         "segments_from_cache": {"type": "integer"},
         "segments_from_mt": {"type": "integer"},
+        "segments_review": {"type": "integer"},
+        "min_score": {"type": "number", "nullable": True},
+        "below_min_score": {"type": "string", "enum": ["empty", "source"], "nullable": True},
         "attempts": {"type": "integer"},
         "error": {"type": "string", "nullable": True},
         "metadata": {"type": "object", "nullable": True},
@@ -148,6 +151,18 @@ PROGRESS = {
                     "segments_failed": {"type": "integer"},
                     "links": {"type": "object", "properties": {"file": {"type": "string"}}},
                 },
+            },
+        },
+        "scores": {
+            "type": "object",
+            "description": "Machine translations scoring under each threshold, and those "
+            "marked for review",
+            "properties": {
+                "below": {
+                    "type": "object",
+                    "properties": {t: {"type": "integer"} for t in ("0.3", "0.5", "0.7")},
+                },
+                "review": {"type": "integer"},
             },
         },
     },
@@ -199,6 +214,20 @@ JOB_REQUEST = {
             "default": True,
             "description": "Reuse the MT cache (false: every segment from the model)",
         },
+        "min_score": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "nullable": True,
+            "description": "A machine translation scoring under this is not used: the "
+            "segment is marked for review (default: STAPEL_DEFAULT_MIN_SCORE, unset: none)",
+        },
+        "below_min_score": {
+            "type": "string",
+            "enum": ["empty", "source"],
+            "default": "empty",
+            "description": "The target of a segment marked for review: empty, or its source",
+        },
     },
 }
 UPLOAD = {
@@ -213,6 +242,8 @@ UPLOAD = {
         "split_sentences": {"type": "string", "enum": ["true", "false"]},
         "memories": {"type": "string", "description": "Comma-separated memory ids"},
         "cache": {"type": "string", "enum": ["true", "false"]},
+        "min_score": {"type": "string", "description": "A number from 0 to 1"},
+        "below_min_score": {"type": "string", "enum": ["empty", "source"]},
         "files": {
             "type": "array",
             "items": {"type": "string", "format": "binary"},
@@ -252,6 +283,7 @@ RESULT = {
         "segments_total": {"type": "integer"},
         "segments_done": {"type": "integer"},
         "segments_failed": {"type": "integer"},
+        "segments_review": {"type": "integer"},
         "documents": {
             "type": "array",
             "items": {
@@ -277,6 +309,17 @@ RESULT = {
                                     "type": "string",
                                     "description": "The language a pair no model serves was "
                                     "translated through (two models, two steps)",
+                                },
+                                "score": {
+                                    "type": "number",
+                                    "nullable": True,
+                                    "description": "The model's confidence, 0 to 1 (1 for "
+                                    "a memory's match)",
+                                },
+                                "review": {
+                                    "type": "boolean",
+                                    "description": "Scored under the job's min_score: the "
+                                    "target is empty or the source",
                                 },
                             },
                         },
