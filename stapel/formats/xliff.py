@@ -12,6 +12,11 @@ kept; the file is written back as lxml serialises it (docs/formats.md: canonical
 - 2.x: every `<segment>` of a `<unit>` whose `translate` (inherited from `<file>` and
   `<group>`) is not "no"; `<ignorable>` is left alone. The segment gets
   `state="translated"`; a segment in state "final" is never touched.
+
+A segment's score and review flag (docs/quality.md) are written in each version's own
+terms: 1.2 an `<alt-trans origin="stapel" match-quality="..">` beside the target and
+`state` by the review flag; 2.x an `<mtc:match origin="stapel" matchQuality="..">` in
+the unit and `subState="stapel:needs-review"` on a segment to review.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import stapel.formats.xmlinline as xmlinline
 from stapel.formats.base import (
     FormatError,
     Limits,
+    Mark,
     Options,
     iter_ends,
     parse_xml,
@@ -39,6 +45,12 @@ NS2 = "urn:oasis:names:tc:xliff:document:2.0"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 STATE1 = {"state": "needs-review-translation", "state-qualifier": "leveraged-mt"}
 STATE2 = "translated"
+NS_MTC = "urn:oasis:names:tc:xliff:matches:2.0"
+ORIGIN = "stapel"
+"""The `origin` of the score-bearing candidates Stapel writes (and replaces on a rerun)."""
+REVIEWED1 = {True: "needs-review-translation", False: "translated"}
+"""XLIFF 1.2 target state by review flag: a segment over the job's min_score is translated."""
+SUBSTATE2 = "stapel:needs-review"
 
 
 @dataclass
@@ -47,6 +59,7 @@ class Slot:
 
     source: etree._Element
     write: Callable[[etree._Element, Flat, str], None]
+    mark: Callable[[Mark], None]
 
 
 def _local(elem: etree._Element) -> str:
@@ -139,12 +152,14 @@ def _unit_slots1(unit: etree._Element, options: Options) -> Iterator[Slot]:
     marks = [] if seg_source is None else _seg_marks(seg_source, q)
     if not marks:
         if options.overwrite_targets or xmlinline.content_is_empty(target):
-            yield Slot(source, _writer1(unit, source, q))
+            yield Slot(source, _writer1(unit, source, q), _marker1(unit, None, q))
         return
     for mark in marks:
         existing = None if target is None else _mark_by_mid(target, q, mark.get("mid"))
         if options.overwrite_targets or xmlinline.content_is_empty(existing):
-            yield Slot(mark, _mark_writer1(unit, seg_source, mark, q))
+            yield Slot(
+                mark, _mark_writer1(unit, seg_source, mark, q), _marker1(unit, mark.get("mid"), q)
+            )
 
 
 def _seg_marks(seg_source: etree._Element, q) -> list[etree._Element]:
@@ -250,7 +265,7 @@ def _unit_slots2(unit: etree._Element, options: Options) -> Iterator[Slot]:
             continue
         target = segment.find(q("target"))
         if options.overwrite_targets or xmlinline.content_is_empty(target):
-            yield Slot(source, _writer2(segment, source, q))
+            yield Slot(source, _writer2(segment, source, q), _marker2(unit, segment, q))
 
 
 def _translate_no(unit: etree._Element) -> bool:
@@ -272,6 +287,89 @@ def _writer2(segment, source, q) -> Callable[[etree._Element, Flat, str], None]:
         xmlinline.fill(target, text, flat)
 
     return write
+
+
+def _marker1(unit, mid: str | None, q) -> Callable[[Mark], None]:
+    """Write a segment's score as an alt-trans of its target (of its `mid` if segmented)."""
+
+    def mark(found: Mark) -> None:
+        target = unit.find(q("target"))
+        if target is None:
+            return
+        if found.review is not None:
+            target.set("state", REVIEWED1[found.review])
+        for old in unit.iterchildren(q("alt-trans")):
+            if old.get("origin") == ORIGIN and old.get("mid") == mid:
+                unit.remove(old)
+        if found.score is None:
+            return
+        alt = etree.Element(q("alt-trans"), {"origin": ORIGIN, "match-quality": found.percent})
+        if mid is not None:
+            alt.set("mid", mid)
+        written = target if mid is None else _mark_by_mid(target, q, mid)
+        copied = copy.deepcopy(written if written is not None else target)
+        copied.tag, copied.tail = q("target"), None
+        copied.attrib.clear()
+        alt.append(copied)
+        _insert_after(target, alt)
+
+    return mark
+
+
+def _marker2(unit, segment, q) -> Callable[[Mark], None]:
+    """Write a segment's score as a translation candidate of the unit (mtc:match)."""
+
+    def mark(found: Mark) -> None:
+        if found.review is not None:
+            if found.review:
+                segment.set("subState", SUBSTATE2)
+            elif segment.get("subState") == SUBSTATE2:
+                del segment.attrib["subState"]
+        if found.score is None:
+            return
+        ref = "#" + _segment_id(unit, segment, q)
+        matches = unit.find(f"{{{NS_MTC}}}matches")
+        if matches is None:
+            matches = etree.Element(f"{{{NS_MTC}}}matches", nsmap={"mtc": NS_MTC})
+            _insert_before_first(unit, matches)
+        for old in matches.iterchildren(f"{{{NS_MTC}}}match"):
+            if old.get("origin") == ORIGIN and old.get("ref") == ref:
+                matches.remove(old)
+        match = etree.SubElement(
+            matches,
+            f"{{{NS_MTC}}}match",
+            {"ref": ref, "type": "mt", "origin": ORIGIN, "matchQuality": found.percent},
+        )
+        original = unit.find(q("originalData"))  # the codes' data, which a match keeps its own
+        for part in (original, segment.find(q("source")), segment.find(q("target"))):
+            if part is not None:
+                copied = copy.deepcopy(part)
+                copied.tail = None
+                match.append(copied)
+
+    return mark
+
+
+def _segment_id(unit, segment, q) -> str:
+    """The segment's id, given one unique in its unit where it has none (a match needs it)."""
+    if segment.get("id"):
+        return segment.get("id")
+    taken = {e.get("id") for e in unit.iter() if e.get("id")}
+    made = f"s{1 + sum(1 for _ in segment.itersiblings(q('segment'), preceding=True))}"
+    while made in taken:
+        made = f"{ORIGIN}-{made}"
+    segment.set("id", made)
+    return made
+
+
+def _insert_before_first(parent: etree._Element, new: etree._Element) -> None:
+    """Make new the first child of parent, indented like that child."""
+    first = parent[0] if len(parent) else None
+    if first is None:
+        parent.append(new)
+        return
+    new.tail = parent.text
+    parent.insert(0, new)
 
 
 def _flat(slot: Slot, version: str) -> Flat:
@@ -315,22 +413,31 @@ def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
 
 
 def merge(
-    data: bytes, targets: list[str | None], options: Options, langs: tuple[str, str], limits: Limits
+    data: bytes,
+    targets: list[str | None],
+    options: Options,
+    langs: tuple[str, str],
+    limits: Limits,
+    marks: list[Mark] | None = None,
 ) -> bytes:
-    """Return the file with each translated segment's target written."""
+    """Return the file with each translated segment's target written, and its mark."""
     tree, version = _tree(data)
     todo = iter(targets)
-    changed = False
+    marked = iter(marks or [])
+    written: list[tuple[Slot, Mark]] = []
     for slot in list(slots(tree, version, options)):
         flat = _flat(slot, version)
         if not flat.translatable:
             continue
-        text = next(todo, None)
+        text, found = next(todo, None), next(marked, Mark())
         if text is not None:
             slot.write(slot.source, flat, text)
-            changed = True
-    if not changed:
+            written.append((slot, found))
+    if not written:
         return data
+    # a unit's segments share one 1.2 target state: those to review are marked last, so win
+    for slot, found in sorted(written, key=lambda pair: bool(pair[1].review)):
+        slot.mark(found)
     _languages(tree.getroot(), version, langs)
     return xml_bytes(tree, data)
 
