@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Connection, Engine, Table, bindparam, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError
@@ -101,6 +101,11 @@ class JobSpec:
     """The tenant's memories whose exact matches win (stapel.memories), in that order."""
     use_cache: bool = True
     """Reuse and add to the MT cache (off: every segment is translated by the model)."""
+    min_score: float | None = None
+    """A machine translation scoring under this goes to review (stapel.scores); None:
+    the deployment's STAPEL_DEFAULT_MIN_SCORE, decided at submit."""
+    below_min_score: str = "empty"
+    """What such a segment's target is: `empty` or `source` (stapel.scores.BelowMinScore)."""
 
     @property
     def segments_total(self) -> int:
@@ -217,6 +222,9 @@ def store_job(
         segments_from_memory=0,
         segments_from_cache=0,
         segments_from_mt=0,
+        segments_review=0,
+        min_score=spec.min_score,
+        below_min_score=spec.below_min_score if spec.min_score is not None else None,
     )
     if answered is not None:
         job.status = Status.SUCCEEDED
@@ -493,15 +501,28 @@ def iter_result(
         yield name, itertools.islice(stream, count)
 
 
+class Provenance(NamedTuple):
+    """Where one segment's target came from, and how sure its model was."""
+
+    origin: str | None
+    """`memory`, `cache` or `mt` (stapel.states.Origin); None: not translated, or blank."""
+    fingerprint: str | None
+    """The model fingerprint of a `cache` or `mt` target."""
+    score: float | None
+    """The model's confidence in [0, 1] (stapel.scores); 1 for a memory's match."""
+    review: bool
+    """It scored under the job's min_score: its target is empty or the source."""
+
+
 def iter_provenance(
     session: Session, job_id: str, start: int, end: int, page: int = 2000
-) -> Iterator[tuple[str | None, str | None]]:
-    """Yield (origin, model fingerprint) of segments [start, end), page by page."""
+) -> Iterator[Provenance]:
+    """Yield each segment's Provenance of segments [start, end), page by page."""
     for at in range(start, end, page):
         rows = session.execute(
-            select(Segment.origin, Segment.fingerprint)
+            select(Segment.origin, Segment.fingerprint, Segment.score, Segment.review)
             .where(Segment.job_id == job_id, Segment.idx >= at, Segment.idx < min(at + page, end))
             .order_by(Segment.idx)
         ).all()
         session.rollback()
-        yield from ((origin, fp) for origin, fp in rows)
+        yield from (Provenance(o, fp, score, bool(review)) for o, fp, score, review in rows)

@@ -142,6 +142,8 @@ class Settings:
     cache_enabled: bool = setting("STAPEL_CACHE", True)
     cache_shared: bool = setting("STAPEL_CACHE_SHARED", False)
     cache_ttl_s: float = setting("STAPEL_CACHE_TTL_S", 30 * 86400.0)
+    # A job's min_score when it names none (stapel/scores.py; None: no review routing).
+    default_min_score: float | None = setting("STAPEL_DEFAULT_MIN_SCORE", None)
 
     # Control (watchdog, callbacks) and the broker.
     heartbeat_timeout_s: float = setting("STAPEL_HEARTBEAT_TIMEOUT_S", 60.0)
@@ -162,6 +164,8 @@ class Settings:
 
     def __post_init__(self) -> None:
         hosts = tuple(h.lower() for h in self.callback_allow_hosts)
+        if self.default_min_score is not None and not 0 <= self.default_min_score <= 1:
+            raise ValueError("STAPEL_DEFAULT_MIN_SCORE must be a number from 0 to 1")
         object.__setattr__(self, "callback_allow_hosts", hosts)
 
     @classmethod

@@ -25,6 +25,7 @@ from sqlalchemy import (
     UniqueConstraint,
     literal,
 )
+from sqlalchemy import false as sa_false
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.functions import FunctionElement
@@ -187,6 +188,12 @@ class Job(Base):
     segments_from_memory: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     segments_from_cache: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     segments_from_mt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    segments_review: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Segments whose score fell under min_score: left untranslated, marked for review."""
+    min_score: Mapped[float | None] = mapped_column(Float)
+    """A machine translation scoring under this is not used (stapel.scores; None: all are)."""
+    below_min_score: Mapped[str | None] = mapped_column(String(8))
+    """What such a segment's target is: `empty` or `source` (stapel.scores.BelowMinScore)."""
     error: Mapped[str | None] = mapped_column(Text)
     callback_status: Mapped[str | None] = mapped_column(String(16))
     callback_attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -242,6 +249,10 @@ class Segment(Base):
     """Where the target came from: `memory`, `cache` or `mt` (stapel.states.Origin)."""
     fingerprint: Mapped[str | None] = mapped_column(String(16))
     """The model fingerprint of a `cache` or `mt` target (stapel.mtcache)."""
+    score: Mapped[float | None] = mapped_column(Float)
+    """The model's confidence in the target, in [0, 1] (stapel.scores); 1 for a memory's."""
+    review: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    """Its score fell under the job's min_score: the target is empty or the source."""
 
 
 class Chunk(Base):
@@ -262,6 +273,11 @@ class Chunk(Base):
     from_memory: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     from_cache: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     from_mt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    review: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    under_30: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Machine translations scoring under 0.3 (stapel.scores.BUCKETS), as under_50, under_70."""
+    under_50: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    under_70: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     claim_token: Mapped[str | None] = mapped_column(String(36))
     worker: Mapped[str | None] = mapped_column(String(255))
@@ -288,6 +304,8 @@ class CacheEntry(Base):
     fingerprint: Mapped[str] = mapped_column(String(16), primary_key=True)
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     target: Mapped[str] = mapped_column(Text)
+    score: Mapped[float | None] = mapped_column(Float)
+    """The model's score of target (stapel.scores); entries without one are misses."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     """When it was stored (DB clock): entries older than STAPEL_CACHE_TTL_S are misses."""
 

@@ -53,6 +53,9 @@ def job_json(job: Job | Row) -> dict:
         "segments_from_memory": job.segments_from_memory or 0,
         "segments_from_cache": job.segments_from_cache or 0,
         "segments_from_mt": job.segments_from_mt or 0,
+        "segments_review": job.segments_review or 0,
+        "min_score": job.min_score,
+        "below_min_score": job.below_min_score,
         "attempts": job.attempts,
         "error": job.error,
         "metadata": job.meta,
@@ -311,8 +314,10 @@ def _json(session, job: Job, complete: bool, pivot: str = "") -> Iterator[str]:
         # one entry per segment: where its target came from (null: not translated, blank)
         yield '], "provenance": ['
         rows = jobs.iter_provenance(session, job.id, starts[d], starts[d + 1])
-        for s, (made_by, fingerprint) in enumerate(rows):
+        for s, (made_by, fingerprint, score, review) in enumerate(rows):
             entry = {"origin": made_by, "model": fingerprint} if made_by else None
+            if entry:
+                entry |= {"score": score, "review": review}
             if entry and pivot and made_by != "memory":  # two models, through `pivot`
                 entry["pivot"] = pivot
             yield ("," if s else "") + json.dumps(entry)
