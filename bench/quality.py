@@ -15,7 +15,6 @@ the precision and recall of "score under the threshold" as a detector of wrong o
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,11 +25,10 @@ import ctranslate2
 import sentencepiece as spm
 
 from bench.stamp import ROOT, run_path, write_run
+from stapel.scores import THRESHOLDS, from_log_prob
 
 PAIRS = ("en-de", "de-en")
 COMPUTE_TYPES = ("int8", "float32")
-THRESHOLDS = (0.3, 0.5, 0.7)
-"""The thresholds the table reports: the ones the docs recommend."""
 CLOSE_CHRF = 90.0
 """Sentence chrF at or above which an output counts as close to its reference."""
 
@@ -93,11 +91,6 @@ def detection(scores: Sequence[float], right: Sequence[bool], threshold: float) 
     )
 
 
-def segment_score(log_prob: float) -> float:
-    """The score the worker stores: exp of the length-normalised log-probability."""
-    return min(1.0, max(0.0, math.exp(log_prob)))
-
-
 def held_out(n: int) -> list[tuple[str, str]]:
     """The first `n` held-out (English, German) pairs of the seed-0 corpus."""
     from training.build import SEED
@@ -118,7 +111,7 @@ def translate(
     tokens = [t + ["</s>"] for t in sp_src.encode(sources, out_type=str)]
     results = translator.translate_batch(tokens, beam_size=1, max_batch_size=64, return_scores=True)
     outputs = [sp_tgt.decode(r.hypotheses[0]) for r in results]
-    return outputs, [segment_score(r.scores[0]) for r in results]
+    return outputs, [from_log_prob(r.scores[0]) for r in results]
 
 
 def verdicts(outputs: list[str], references: list[str]) -> dict[str, list[bool]]:

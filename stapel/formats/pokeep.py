@@ -3,8 +3,9 @@
 polib writes a whole file in its own form (its line wrapping, its order of comments and
 of the header's lines). `restore` cuts the original at its entries (polib records the
 line each starts on) and keeps each entry's original lines; in an entry that changed,
-only the msgstr lines, the flags line and the translator comments are polib's. The result is checked to read as
-the same entries as polib's file; if it did not, polib's file is returned.
+only the msgstr lines, the flags line and the translator comments are polib's. The
+result is checked to read as the same entries as polib's file; if it did not, polib's
+file is returned.
 """
 
 from __future__ import annotations

@@ -301,13 +301,13 @@ def _marker1(unit, mid: str | None, q) -> Callable[[Mark], None]:
         for old in unit.iterchildren(q("alt-trans")):
             if old.get("origin") == ORIGIN and old.get("mid") == mid:
                 unit.remove(old)
-        if found.score is None:
-            return
+        written = target if mid is None else _mark_by_mid(target, q, mid)
+        if found.score is None or written is None or not _has_text(written):
+            return  # a candidate without words would offer an empty translation
         alt = etree.Element(q("alt-trans"), {"origin": ORIGIN, "match-quality": found.percent})
         if mid is not None:
             alt.set("mid", mid)
-        written = target if mid is None else _mark_by_mid(target, q, mid)
-        copied = copy.deepcopy(written if written is not None else target)
+        copied = copy.deepcopy(written)
         copied.tag, copied.tail = q("target"), None
         copied.attrib.clear()
         alt.append(copied)
@@ -325,8 +325,9 @@ def _marker2(unit, segment, q) -> Callable[[Mark], None]:
                 segment.set("subState", SUBSTATE2)
             elif segment.get("subState") == SUBSTATE2:
                 del segment.attrib["subState"]
-        if found.score is None:
-            return
+        target = segment.find(q("target"))
+        if found.score is None or target is None or not _has_text(target):
+            return  # a candidate without words would offer an empty translation
         ref = "#" + _segment_id(unit, segment, q)
         matches = unit.find(f"{{{NS_MTC}}}matches")
         if matches is None:
@@ -341,13 +342,17 @@ def _marker2(unit, segment, q) -> Callable[[Mark], None]:
             {"ref": ref, "type": "mt", "origin": ORIGIN, "matchQuality": found.percent},
         )
         original = unit.find(q("originalData"))  # the codes' data, which a match keeps its own
-        for part in (original, segment.find(q("source")), segment.find(q("target"))):
+        for part in (original, segment.find(q("source")), target):
             if part is not None:
                 copied = copy.deepcopy(part)
                 copied.tail = None
                 match.append(copied)
 
     return mark
+
+
+def _has_text(elem: etree._Element) -> bool:
+    return bool("".join(elem.itertext()).strip())
 
 
 def _segment_id(unit, segment, q) -> str:
