@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, case, func, select, tuple_, update
+from sqlalchemy import and_, case, func, select, true, tuple_, update
 from sqlalchemy.orm import Session
 
 from stapel import endings, mtcache
@@ -38,6 +38,7 @@ from stapel.chunks import (
 )
 from stapel.db import with_retry
 from stapel.locking import job_status, lock_jobs, retry_conflicts
+from stapel.scores import bucket_counts
 from stapel.states import ACTIVE, ChunkOutcome, Origin, Status
 from stapel.tables import Segment, db_now, new_id
 
@@ -156,20 +157,27 @@ def pending_of(session: Session, claims: Sequence[Claim]) -> dict[str, Pending]:
     return found
 
 
-def _count_of(origin: str):
-    """The chunk's ended segments of one origin (finish_chunk's `_COUNTS`), per row."""
+def _count_of(origin: str | None, counted=None):
+    """The chunk's ended segments of one origin (finish_chunk's `_COUNTS`), per row; with
+    `counted` (a 1-or-0 expression per segment), the sum of that over them instead."""
     segments = _SEGMENTS.c
     return (
-        select(func.count())
+        select(func.count() if counted is None else func.coalesce(func.sum(counted), 0))
         .where(
             segments.job_id == _CHUNKS.c.job_id,
             segments.idx >= _CHUNKS.c.first_segment,
             segments.idx < _CHUNKS.c.end_segment,
             segments.target.is_not(None) | segments.error_code.is_not(None),
-            segments.origin == origin,
+            segments.origin == origin if origin is not None else true(),
         )
         .scalar_subquery()
     )
+
+
+_SCORE_COUNTS = {"review": case((_SEGMENTS.c.review, 1), else_=0)} | bucket_counts(
+    _SEGMENTS.c.score, _SEGMENTS.c.origin
+)
+"""The chunk's review and score counts (stapel.scores.BUCKETS), as finish_chunk's."""
 
 
 def _job_sum(column):
@@ -213,6 +221,7 @@ def _finish_group(session: Session, finishes: Sequence[Finish]) -> list[ChunkOut
                 from_memory=_count_of(Origin.MEMORY.value),
                 from_cache=_count_of(Origin.CACHE.value),
                 from_mt=_count_of(Origin.MT.value),
+                **{name: _count_of(None, counted) for name, counted in _SCORE_COUNTS.items()},
             )
             .returning(_CHUNKS.c.id)
         ).scalars()
@@ -243,6 +252,7 @@ _JOB_COUNTS_MANY = update(_JOBS).values(  # type: ignore[arg-type]
     segments_from_memory=_job_sum(_CHUNKS.c.from_memory),
     segments_from_cache=_job_sum(_CHUNKS.c.from_cache),
     segments_from_mt=_job_sum(_CHUNKS.c.from_mt),
+    segments_review=_job_sum(_CHUNKS.c.review),
 )
 
 

@@ -17,18 +17,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, literal, select, update
+from sqlalchemy import Boolean, Float, Text, bindparam, case, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from stapel import endings, mtcache
 from stapel.db import affected
 from stapel.locking import job_status, lock_job, retry_conflicts
+from stapel.scores import BUCKETS, BelowMinScore, bucket_counts, needs_review
 from stapel.states import ChunkOutcome, Origin, Status
 from stapel.tables import Chunk, Job, Segment, db_now, new_id
 
-Written = tuple[int, str] | tuple[int, str, str | None, str | None]
-"""(index, target) or (index, target, origin, model fingerprint) of a translated segment;
-a plain pair is a model translation of unknown fingerprint."""
+Written = (
+    tuple[int, str]
+    | tuple[int, str, str | None, str | None]
+    | tuple[int, str, str | None, str | None, float | None]
+)
+"""(index, target), (index, target, origin, model fingerprint) or (index, target, origin,
+model fingerprint, score) of a translated segment; a plain pair is a model translation
+of unknown fingerprint, a row without a score has none (stapel.scores)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,9 @@ class Claim:
     tenant_id: str = ""
     use_cache: bool = True
     memories: tuple[str, ...] = ()
+    min_score: float | None = None
+    """A target scoring under this goes to review (stapel.scores.needs_review)."""
+    below_min_score: str = BelowMinScore.EMPTY.value
 
 
 def chunk_size(session: Session, chunk_id: str) -> int:
@@ -111,6 +120,8 @@ _CLAIMED_ROWS = select(
     _JOBS.c.tenant_id,
     _JOBS.c.use_cache,
     _JOBS.c.memories,
+    _JOBS.c.min_score,
+    _JOBS.c.below_min_score,
 ).select_from(_CHUNKS.join(_JOBS, _JOBS.c.id == _CHUNKS.c.job_id))
 _CLAIMED = _CLAIMED_ROWS.where(_CHUNKS.c.id == bindparam("c_chunk"))
 _QUEUED = _JOBS.c.status == Status.QUEUED.value
@@ -169,6 +180,8 @@ def claim_from_row(row: Any, chunk_id: str, job_id: str, token: str) -> Claim:
         tenant_id=row.tenant_id,
         use_cache=row.use_cache is not False,
         memories=tuple(row.memories or ()),
+        min_score=row.min_score,
+        below_min_score=row.below_min_score or BelowMinScore.EMPTY.value,
     )
 
 
@@ -217,7 +230,12 @@ _PENDING = (
     .order_by(_SEGMENTS.c.idx)
 )
 _COUNTS = (
-    select(_SEGMENTS.c.origin, func.count())
+    select(
+        _SEGMENTS.c.origin,
+        func.count(),
+        func.sum(case((_SEGMENTS.c.review, 1), else_=0)),
+        *(func.sum(expr) for expr in bucket_counts(_SEGMENTS.c.score, _SEGMENTS.c.origin).values()),
+    )
     .where(*_IN_CHUNK, _SEGMENTS.c.target.is_not(None) | _SEGMENTS.c.error_code.is_not(None))
     .group_by(_SEGMENTS.c.origin)
 )
@@ -243,6 +261,8 @@ _COUNTED: dict[str, Any] = {
     "from_memory": bindparam("n_memory"),
     "from_cache": bindparam("n_cache"),
     "from_mt": bindparam("n_mt"),
+    "review": bindparam("n_review"),
+    **{name: bindparam(f"n_{name}") for name, _ in BUCKETS},
 }
 _PROGRESS = (
     update(_CHUNKS)  # type: ignore[arg-type]
@@ -298,13 +318,17 @@ def _owned(claim: Claim) -> tuple:
 def _chunk_counts(session: Session, claim: Claim) -> dict[str, int]:
     """The chunk's ended segments and its targets per origin, in one query, as the
     parameters of `_COUNTED`."""
-    by_origin = {origin: int(n) for origin, n in session.execute(_COUNTS, _in_chunk(claim))}
+    by_origin, sums = {}, [0] * (1 + len(BUCKETS))
+    for origin, n, *counted in session.execute(_COUNTS, _in_chunk(claim)):
+        by_origin[origin] = int(n)
+        sums = [total + int(more or 0) for total, more in zip(sums, counted, strict=True)]
     return {
         "n_done": sum(by_origin.values()),
         "n_memory": by_origin.get(Origin.MEMORY.value, 0),
         "n_cache": by_origin.get(Origin.CACHE.value, 0),
         "n_mt": by_origin.get(Origin.MT.value, 0),
-    }
+        "n_review": sums[0],
+    } | {f"n_{name}": n for (name, _), n in zip(BUCKETS, sums[1:], strict=True)}
 
 
 _WRITE_SEGMENT = (
@@ -316,21 +340,30 @@ _WRITE_SEGMENT = (
         _SEGMENTS.c.target.is_(None),
     )
     .values(
-        target=bindparam("w_target"),
+        # a NULL target is one sent to review that keeps its source (segment_rows)
+        target=func.coalesce(bindparam("w_target", type_=Text()), _SEGMENTS.c.source),
         origin=bindparam("w_origin"),
         fingerprint=bindparam("w_fp"),
+        score=bindparam("w_score", type_=Float()),
+        review=bindparam("w_review", type_=Boolean()),
     )
 )
 
 
 def segment_rows(claim: Claim, translations: Sequence[Written]) -> list[dict]:
-    """The parameters of `_WRITE_SEGMENT` for a claim's translated segments."""
+    """The parameters of `_WRITE_SEGMENT` for a claim's translated segments, those
+    scoring under the job's min_score sent to review (stapel.scores)."""
     rows = []
     for row in translations:
-        origin, fp = (row[2], row[3]) if len(row) == 4 else (Origin.MT.value, None)
+        origin, fp = (row[2], row[3]) if len(row) >= 4 else (Origin.MT.value, None)
+        score = row[4] if len(row) == 5 else None
+        review = needs_review(score, claim.min_score)
+        target: str | None = str(row[1])
+        if review:
+            target = "" if claim.below_min_score == BelowMinScore.EMPTY.value else None
         rows.append(
-            {"w_job": claim.job_id, "w_idx": row[0], "w_target": row[1], "w_origin": origin}
-            | {"w_fp": fp}
+            {"w_job": claim.job_id, "w_idx": row[0], "w_target": target, "w_origin": origin}
+            | {"w_fp": fp, "w_score": score, "w_review": review}
         )
     return rows
 
@@ -363,6 +396,7 @@ _JOB_PROGRESS = (
         segments_from_memory=_total(_CHUNKS.c.from_memory),
         segments_from_cache=_total(_CHUNKS.c.from_cache),
         segments_from_mt=_total(_CHUNKS.c.from_mt),
+        segments_review=_total(_CHUNKS.c.review),
     )
 )
 _JOB_COUNTS = (
@@ -373,6 +407,7 @@ _JOB_COUNTS = (
         segments_from_memory=bindparam("n_memory"),
         segments_from_cache=bindparam("n_cache"),
         segments_from_mt=bindparam("n_mt"),
+        segments_review=bindparam("n_review"),
     )
 )
 

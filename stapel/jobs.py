@@ -26,6 +26,7 @@ from stapel.endings import stop_chunks
 from stapel.exceptions import Conflict, NotFound
 from stapel.locking import lock_job, retry_conflicts
 from stapel.one_row import OneRow
+from stapel.scores import BUCKETS, BelowMinScore, needs_review, score_of
 from stapel.states import ACTIVE, CallbackStatus, Status
 from stapel.tables import (
     Chunk,
@@ -140,6 +141,18 @@ class Answered:
         """How many of segments [start, end) the cache answered (blank ones it did not)."""
         return sum(origin is not None for origin in self.origins[start:end])
 
+    def score(self, index: int) -> float | None:
+        """Segment index's score, carried by its cached target (None for a blank one)."""
+        return score_of(self.targets[index]) if self.origins[index] is not None else None
+
+    def score_counts(self, min_score: float | None, start: int, end: int) -> dict[str, int]:
+        """Segments [start, end)'s chunk counts: for review, and under each threshold."""
+        found = [self.score(i) for i in range(start, end)]
+        counts = {"review": sum(needs_review(s, min_score) for s in found)}
+        for name, threshold in BUCKETS:
+            counts[name] = sum(s is not None and s < threshold for s in found)
+        return counts
+
 
 @dataclass(frozen=True)
 class StoredJob:
@@ -229,6 +242,7 @@ def store_job(
     if answered is not None:
         job.status = Status.SUCCEEDED
         job.segments_done, job.segments_from_cache = total, answered.from_cache()
+        job.segments_review = answered.score_counts(spec.min_score, 0, total)["review"]
         job.callback_status = CallbackStatus.PENDING.value if spec.callback_url else None
         job.callback_attempts = 0
     try:
@@ -240,7 +254,7 @@ def store_job(
         if existing is None:
             raise
         return StoredJob(existing, False)
-    _insert_documents(conn, job.id, spec.documents, answered)
+    _insert_documents(conn, job.id, spec, answered)
     chunk_ids = [new_id() for _ in bounds]
     task_ids = {} if answered else {chunk_id: new_id() for chunk_id in chunk_ids}
     conn.execute(
@@ -258,7 +272,7 @@ def store_job(
                 "attempts": 0,
                 "created_at": now,
             }
-            | _chunk_state(answered, start, end, now)
+            | _chunk_state(answered, start, end, now, spec.min_score)
             for i, (start, end) in enumerate(bounds)
         ],
     )
@@ -304,7 +318,9 @@ def _insert_job(session: Session, conn: Connection, job: Job, answered: bool) ->
     return now
 
 
-def _chunk_state(answered: Answered | None, start: int, end: int, now: datetime) -> dict:
+def _chunk_state(
+    answered: Answered | None, start: int, end: int, now: datetime, min_score: float | None
+) -> dict:
     """A new chunk's state columns: queued, or done from the cache for an answered job."""
     if answered is None:
         return {"status": Status.QUEUED, "done": 0}
@@ -313,7 +329,7 @@ def _chunk_state(answered: Answered | None, start: int, end: int, now: datetime)
         "done": end - start,
         "from_cache": answered.from_cache(start, end),
         "finished_at": now,
-    }
+    } | answered.score_counts(min_score, start, end)
 
 
 def by_idempotency_key(session: Session, tenant_id: str, key: str) -> Job | None:
@@ -321,9 +337,23 @@ def by_idempotency_key(session: Session, tenant_id: str, key: str) -> Job | None
     return session.scalar(select(Job).where(Job.tenant_id == tenant_id, Job.idempotency_key == key))
 
 
+def _answered_row(answered: Answered, spec: JobSpec, index: int, source: str) -> dict:
+    """A segment's row of a job answered at submit: its cached target, or, scoring
+    under the job's min_score, sent to review as a worker would (stapel.scores)."""
+    origin, score = answered.origins[index], answered.score(index)
+    review = needs_review(score, spec.min_score)
+    target = str(answered.targets[index])
+    if review:
+        target = "" if spec.below_min_score == BelowMinScore.EMPTY.value else source
+    return {"target": target, "origin": origin, "score": score, "review": review} | {
+        "fingerprint": answered.fingerprint if origin else None
+    }
+
+
 def _insert_documents(
-    conn: Connection, job_id: str, documents: list[DocumentSpec], answered: Answered | None
+    conn: Connection, job_id: str, spec: JobSpec, answered: Answered | None
 ) -> None:
+    documents = spec.documents
     doc_rows, seg_rows, index = [], [], 0
     for d, doc in enumerate(documents):
         doc_rows.append(
@@ -338,9 +368,7 @@ def _insert_documents(
         for text in doc.segments:
             row = {"job_id": job_id, "idx": index, "source": text, "target": None}
             if answered is not None:
-                origin = answered.origins[index]
-                row |= {"target": answered.targets[index], "origin": origin}
-                row["fingerprint"] = answered.fingerprint if origin else None
+                row |= _answered_row(answered, spec, index, text)
             seg_rows.append(row)
             index += 1
             if len(seg_rows) >= INSERT_BATCH:

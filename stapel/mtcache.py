@@ -27,6 +27,7 @@ from sqlalchemy import Float, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from stapel.scores import Scored, score_of
 from stapel.tables import CacheEntry, DbNow, db_now
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,9 @@ def scope(tenant_id: str, shared: bool) -> str:
 
 
 _ENTRIES = CacheEntry.__table__
-_LOOKUP = select(_ENTRIES.c.key, _ENTRIES.c.target).where(
+_LOOKUP = select(_ENTRIES.c.key, _ENTRIES.c.target, _ENTRIES.c.score).where(
+    # an entry stored before scores is a miss: every hit carries its score
+    _ENTRIES.c.score.is_not(None),
     _ENTRIES.c.scope == bindparam("m_scope"),
     _ENTRIES.c.fingerprint == bindparam("m_fp"),
     _ENTRIES.c.key.in_(bindparam("m_keys", expanding=True)),
@@ -94,11 +97,17 @@ def _upsert(make):
         fingerprint=bindparam("m_fp"),
         key=bindparam("m_key"),
         target=bindparam("m_target"),
+        score=bindparam("m_score"),
         created_at=db_now(),
     )
+    excluded = statement.excluded
     return statement.on_conflict_do_update(
         index_elements=["scope", "fingerprint", "key"],
-        set_={"target": statement.excluded.target, "created_at": statement.excluded.created_at},
+        set_={
+            "target": excluded.target,
+            "score": excluded.score,
+            "created_at": excluded.created_at,
+        },
     )
 
 
@@ -109,23 +118,25 @@ _UPSERTS = {"postgresql": _upsert(postgresql.insert), "sqlite": _upsert(sqlite.i
 def lookup(
     session: Session, scope_: str, fp: str, keys: Iterable[str], ttl_s: float
 ) -> dict[str, str]:
-    """Return key -> target for the keys cached in scope for fp and not expired."""
+    """Return key -> target for the keys cached in scope for fp and not expired; each
+    target is a stapel.scores.Scored that carries its score."""
     wanted = sorted(set(keys))
     found: dict[str, str] = {}
     params = {"m_scope": scope_, "m_fp": fp, "m_age": -float(ttl_s)}
     conn = session.connection()  # a Core select: no ORM layer per call
     for start in range(0, len(wanted), LOOKUP_BATCH):
         rows = conn.execute(_LOOKUP, params | {"m_keys": wanted[start : start + LOOKUP_BATCH]})
-        found.update((key, target) for key, target in rows)
+        found.update((key, Scored(target, score)) for key, target, score in rows)
     return found
 
 
 def store(session: Session, scope_: str, fp: str, learned: dict[str, str]) -> None:
-    """Upsert key -> target entries (in the caller's transaction; it commits)."""
+    """Upsert key -> target entries (in the caller's transaction; it commits), each with
+    the score its target carries (stapel.scores.score_of)."""
     if not learned:
         return
     rows = [
-        {"m_scope": scope_, "m_fp": fp, "m_key": k, "m_target": t}
+        {"m_scope": scope_, "m_fp": fp, "m_key": k, "m_target": str(t), "m_score": score_of(t)}
         for k, t in sorted(learned.items())  # one order: concurrent upserts never deadlock
     ]
     session.execute(_UPSERTS[session.get_bind().dialect.name], rows)

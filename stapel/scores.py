@@ -113,13 +113,11 @@ def check_below(value: object, where: str = "below_min_score") -> BelowMinScore:
     """Return a valid below_min_score (`empty` when None), or raise ValidationError."""
     if value is None:
         return DEFAULT_BELOW
-    try:
-        return BelowMinScore(value)
-    except ValueError:
-        choices = ", ".join(b.value for b in BelowMinScore)
-        raise ValidationError(
-            f"{where} must be one of {choices}", code="invalid_below_min_score"
-        ) from None
+    for choice in BelowMinScore:
+        if value == choice.value:
+            return choice
+    choices = ", ".join(b.value for b in BelowMinScore)
+    raise ValidationError(f"{where} must be one of {choices}", code="invalid_below_min_score")
 
 
 @dataclass(frozen=True)

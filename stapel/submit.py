@@ -7,7 +7,7 @@ A job the MT cache answers whole is stored as ended instead, and nothing is sent
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import redis
 from celery import Celery
@@ -59,6 +59,9 @@ def submit(
     decided here once and stored on the job, so every later send uses it too;
     `fair_share=False` keeps the spec's priority (the interactive lane, stapel.interactive).
     """
+    if spec.min_score is None and spec.api is None and settings.default_min_score is not None:
+        # decided once, here: a later change of the setting leaves stored jobs as they are
+        spec = replace(spec, min_score=settings.default_min_score)
     # No lookup of the Idempotency-Key first: the insert's unique constraint finds a
     # replay (store_job returns the stored job, and the reservation is given back), and
     # only a refused submission asks whether it was a replay, which gets its job back.

@@ -65,7 +65,7 @@ from stapel.broker import fast_lane
 from stapel.mtcache import piece_key
 from workers.families import Codec, decode_items, target_prefixes
 from workers.isolation import hand_out, isolate, logids
-from workers.submission import Item, Result, Submission, plan
+from workers.submission import Item, Result, Submission, plan, with_scores
 
 log = logging.getLogger(__name__)
 
@@ -576,7 +576,8 @@ class Batcher:
                     if isinstance(pending, Exception):
                         raise pending
                     results = [result.result() for result in pending]
-                    outputs = self.target.decode([r.hypotheses[0] for r in results])
+                    texts = self.target.decode([r.hypotheses[0] for r in results])
+                    outputs = with_scores(texts, results)
                 except Exception as exc:  # isolate what fails alone; the rest is delivered
                     self._failed(batch, exc)
                 else:
@@ -593,7 +594,8 @@ class Batcher:
         results = self.translator.translate_batch(
             [item.tokens for item in batch], **target_prefixes(batch), **self.options
         )
-        outputs = decode_items(batch, [r.hypotheses[0] for r in results], self.codec)
+        texts = decode_items(batch, [r.hypotheses[0] for r in results], self.codec)
+        outputs = with_scores(texts, results)
         metrics.observe_stage("translate", time.monotonic() - started)
         self._count(batch)
         return outputs

@@ -409,6 +409,9 @@ class Engine:
             )
         # everything that changes output: the files, the options, how the math is done
         output_options = {**options, "compute_type": compute_type, "device": self.device}
+        # each hypothesis's score is the segment's confidence (stapel.scores); it changes
+        # no output, so it stays out of the fingerprint and the cache's entries stay valid
+        options["return_scores"] = True
         batcher = Batcher(
             translator,
             source,

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from stapel import metrics
 from stapel.formats import align, inline
+from stapel.scores import from_log_prob
 from workers.batcher import Batcher
 from workers.families import Codec, decode_items, target_prefixes
 from workers.submission import Item, Result, Submission
@@ -50,7 +51,8 @@ class AligningBatcher(Batcher):
             head, cut, skip = len(codec.head), len(codec.suffix), len(codec.prefix)
             tokens = item.tokens[head : len(item.tokens) - cut]
             attention = [row[head : head + len(tokens)] for row in result.attention[0][skip:]]
-            out.append(align.Aligned(text, tokens, hyp[skip:], attention))
+            score = from_log_prob(result.scores[0]) if result.scores else None
+            out.append(align.Aligned(text, tokens, hyp[skip:], attention, score))
         return out
 
 
@@ -65,6 +67,11 @@ class TaggedSubmission:
     @property
     def origins(self) -> dict[int, str]:
         return self.inner.origins
+
+    @property
+    def scores(self) -> dict[int, float | None]:
+        """The plain text's scores: placing the codes does not change them."""
+        return self.inner.scores
 
     def take_learned(self) -> dict[str, str]:
         """Nothing: a translation with its codes placed is not kept in the MT cache."""

@@ -38,6 +38,7 @@ from stapel.exceptions import ModelUnavailable, PermanentTranslationError
 from stapel.formats import inline
 from stapel.interactive import announce_end
 from stapel.presence import Room
+from stapel.scores import MEMORY_SCORE, Scored, score_of
 from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, Origin, TaskOutcome
 from stapel.tables import Chunk
@@ -221,8 +222,10 @@ def _translate(
         known=lookups.known if lookups.on else None,
         cache_under=lookups.under if lookups.cache else None,
     )
-    held: list[Written] = [(i, t, Origin.MEMORY.value, None) for i, t in sorted(recall.items())]
-    held += [(i, t, Origin.CACHE.value, fp) for i, t in sorted(whole.items())]
+    held: list[Written] = [
+        (i, t, Origin.MEMORY.value, None, MEMORY_SCORE) for i, t in sorted(recall.items())
+    ]
+    held += [(i, t, Origin.CACHE.value, fp, score_of(t)) for i, t in sorted(whole.items())]
     try:
         try:
             last, failed = _write_parts(current, session, claim, batches, len(rest), lookups, held)
@@ -403,14 +406,14 @@ class _Lookups:
         self.session.commit()
 
     def provenance(self, batches: Batches, texts: list[tuple[int, str]]) -> list[Written]:
-        """Each translated segment with its origin and the fingerprint of a machine one
-        (and, kept for the next `learned`, the whole machine-made segments to store)."""
-        origins = batches.origins
+        """Each translated segment with its origin, the fingerprint of a machine one and its
+        score (and, kept for the next `learned`, the whole machine-made segments to store)."""
+        origins, scores = batches.origins, batches.scores
         for i, t in texts:
             if i in self._sources and origins.get(i) in _MACHINE:
-                self._segments[self._key(self._sources[i])] = t
+                self._segments[self._key(self._sources[i])] = Scored(t, scores.get(i))
         return [
-            (i, t, origins.get(i), self.fp if origins.get(i) in _MACHINE else None)
+            (i, t, origins.get(i), self.fp if origins.get(i) in _MACHINE else None, scores.get(i))
             for i, t in texts
         ]
 

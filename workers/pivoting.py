@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 from stapel.model_dirs import ModelDir
 from stapel.pivot import legs
+from stapel.scores import chain
 from workers.batcher import Known
 from workers.submission import Result, SegmentError
 
@@ -36,6 +37,8 @@ class PivotSubmission:
         self.origins: dict[int, str] = {}
         """Index -> "cache" or "mt" of each segment translated: mt if a step's model
         translated a piece of it, cache if the cache answered both steps."""
+        self.scores: dict[int, float | None] = {}
+        """Index -> the product of its two steps' scores (stapel.scores.chain)."""
         self._legs: list = []
         self._current = first
 
@@ -80,6 +83,7 @@ class PivotSubmission:
                     steps = {self.first.origins.get(i), leg.origins.get(i)} - {None}
                     if steps:
                         self.origins[i] = next(o for o in ORDER if o in steps)
+                        self.scores[i] = chain(self.first.scores.get(i), leg.scores.get(i))
                 yield part
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from stapel import segmentation
+from stapel.scores import MEMORY_SCORE, Scored, combine, from_log_prob, score_of
 from stapel.segmentation import Piece
 
 
@@ -51,6 +52,14 @@ class SegmentError:
 
 Result = str | SegmentError
 """What a task gets back for one segment."""
+
+
+def with_scores(texts: list[str], results: list[Any]) -> list[str]:
+    """Each decoded text with its hypothesis's score (CTranslate2's `return_scores`)."""
+    return [
+        Scored(text, from_log_prob(r.scores[0]) if r.scores else None)
+        for text, r in zip(texts, results, strict=True)
+    ]
 
 
 @dataclass(eq=False)
@@ -90,6 +99,8 @@ class _Segment:
     error: SegmentError | None = None
     origins: set[str] = field(default_factory=set)
     """Where its pieces' translations came from (mt, cache, memory)."""
+    scores: list[float | None] = field(default_factory=list)
+    """Its translated pieces' scores (stapel.scores.combine makes the segment's)."""
 
 
 @dataclass
@@ -159,6 +170,8 @@ class Submission:
         self._segments: dict[int, _Segment] = {}
         self.origins: dict[int, str] = {}
         """Index -> "cache" or "mt" for each segment delivered with a translation."""
+        self.scores: dict[int, float | None] = {}
+        """Index -> score of each segment delivered with a translation (stapel.scores)."""
         self.learned: dict[str, str] = {}
         """Piece key -> translation, for the pieces the model translated (the cache's)."""
         self.held: list[str] = []
@@ -202,6 +215,7 @@ class Submission:
                 else:
                     seg.texts[item.slot] = out
                     seg.origins.add(origin)
+                    seg.scores.append(MEMORY_SCORE if origin == "memory" else score_of(out))
                     if origin == "mt" and item.key and isinstance(out, str):
                         self.learned[item.key] = out
                 seg.left -= 1
@@ -209,6 +223,7 @@ class Submission:
                     del self._segments[item.index]
                     if seg.error is None:
                         self.origins[item.index] = _origin(seg.origins)
+                        self.scores[item.index] = combine(seg.scores)
                     done.append((item.index, seg.error or _joined(seg)))
         self.deliver(done)
 

@@ -315,7 +315,7 @@ def _json(session, job: Job, complete: bool, pivot: str = "") -> Iterator[str]:
         yield '], "provenance": ['
         rows = jobs.iter_provenance(session, job.id, starts[d], starts[d + 1])
         for s, (made_by, fingerprint, score, review) in enumerate(rows):
-            entry = {"origin": made_by, "model": fingerprint} if made_by else None
+            entry: dict | None = {"origin": made_by, "model": fingerprint} if made_by else None
             if entry:
                 entry |= {"score": score, "review": review}
             if entry and pivot and made_by != "memory":  # two models, through `pivot`

@@ -11,7 +11,7 @@ import json
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from stapel import formats
+from stapel import formats, scores
 from stapel.exceptions import TooLarge, UnknownLanguagePair, ValidationError
 from stapel.jobs import DocumentSpec, JobSpec
 from stapel.netguard import BlockedDestination, check_literal, target
@@ -28,6 +28,8 @@ JSON_FIELDS = {
     "split_sentences",
     "memories",
     "cache",
+    "min_score",
+    "below_min_score",
 }
 FORM_FIELDS = JSON_FIELDS - {"segments", "documents"} | set(formats.OPTION_FIELDS)
 MAX_NAME_CHARS = 255
@@ -172,6 +174,16 @@ def _flag(value: object, name: str, default: bool) -> bool:
     raise ValidationError(f"{name} must be true or false", code="invalid_type")
 
 
+def _min_score(value: object) -> float | None:
+    """The job's min_score: a JSON number, or a form field's text (stapel.scores)."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = ...  # not a number: refused below with the option's own message
+    return scores.check_min_score(value)
+
+
 MAX_MEMORIES = 10
 
 
@@ -239,6 +251,8 @@ def finish_spec(
         split_sentences=_flag(fields.get("split_sentences"), "split_sentences", True),
         memories=_memories(fields.get("memories")),
         use_cache=_flag(fields.get("cache"), "cache", True),
+        min_score=_min_score(fields.get("min_score")),
+        below_min_score=scores.check_below(fields.get("below_min_score")).value,
     )
     spec.metadata = _metadata(spec.metadata, limits)
     total = spec.segments_total

@@ -6,7 +6,7 @@ from flask import g, jsonify, url_for
 
 from app.api.blueprints import v1
 from app.web import db_session
-from stapel import jobs, progress
+from stapel import jobs, progress, scores
 
 
 @v1.get("/jobs/<job_id>/documents")
@@ -21,6 +21,8 @@ def job_documents(job_id: str):
     session = db_session()
     job = jobs.read_job(session.connection(), g.tenant_id, job_id)
     body = progress.as_json(job, progress.documents(session, job), progress.pace(session, job))
+    body["scores"] = scores.distribution(session, job.id).as_json()
+    session.rollback()  # a read: no transaction stays open
     for doc in body["documents"]:
         doc["links"] = {
             "file": url_for("v1.get_result", job_id=job.id, format="file", document=doc["index"])

@@ -48,6 +48,8 @@ class Aligned:
     attention: Sequence[Sequence[float]]
     """One row per target piece, one column per source piece (a final `</s>` column may
     follow; it is ignored)."""
+    score: float | None = None
+    """The model's score of text (stapel.scores)."""
 
 
 @dataclass

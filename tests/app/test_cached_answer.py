@@ -9,6 +9,7 @@ from stapel import jobs, mtcache, quotas, submit
 from stapel.formats.inline import marker
 from stapel.keys import create_key
 from stapel.presence import Room
+from stapel.scores import Scored
 from stapel.tables import Chunk, Job, Segment
 from tests.faults.harness import stuck_jobs
 
@@ -28,9 +29,14 @@ def tenants(ext):
         return create_key(s, "acme")[0].tenant_id, create_key(s, "globex")[0].tenant_id
 
 
-def learn(ext, tenant: str, fp: str = FP, texts: dict[str, str] = TARGETS) -> None:
-    """Store what a worker with fingerprint fp stores after translating texts."""
-    entries = {mtcache.segment_key("en-de", True, src): tgt for src, tgt in texts.items()}
+def learn(
+    ext, tenant: str, fp: str = FP, texts: dict[str, str] = TARGETS, score: float = 0.9
+) -> None:
+    """Store what a worker with fingerprint fp stores after translating texts (each with
+    its model's score)."""
+    entries = {
+        mtcache.segment_key("en-de", True, src): Scored(tgt, score) for src, tgt in texts.items()
+    }
     with ext.sessions() as s:
         mtcache.store(s, mtcache.scope(tenant, ext.settings.cache_shared), fp, entries)
         s.commit()
@@ -72,6 +78,36 @@ def test_a_fully_cached_job_ends_at_submit_with_its_provenance(ext, tenants):
     assert segments == expected
     assert chunks == [("succeeded", 4, 3, None)]  # nothing was sent for it
     assert not stuck
+
+
+@pytest.mark.parametrize(
+    ("min_score", "below", "targets", "review"),
+    [
+        (None, "empty", [TARGETS[t] for t in TEXTS], 0),
+        (0.5, "empty", [TARGETS[t] for t in TEXTS], 0),
+        (0.9, "empty", [TARGETS[t] for t in TEXTS], 0),  # under, not at
+        (0.95, "empty", ["", "", ""], 3),
+        (0.95, "source", TEXTS, 3),
+    ],
+)
+def test_a_cached_answer_carries_its_scores_and_sends_the_weak_ones_to_review(
+    ext, tenants, min_score, below, targets, review
+):
+    learn(ext, tenants[0], score=0.9)
+    job = send(ext, tenants[0], [*TEXTS, " "], min_score=min_score, below_min_score=below)
+    assert (job.status, job.segments_done, job.segments_review) == ("succeeded", 4, review)
+    with ext.sessions() as s:
+        stored = s.execute(
+            select(Segment.target, Segment.score, Segment.review)
+            .where(Segment.job_id == job.id)
+            .order_by(Segment.idx)
+        ).all()
+        counts = s.execute(select(Chunk.review, Chunk.under_30, Chunk.under_70)).one()
+    assert [tuple(r) for r in stored] == [
+        *((t, 0.9, review > 0) for t in targets),
+        (" ", None, False),  # a blank segment has no score and is never sent to review
+    ]
+    assert tuple(counts) == (review, 0, 0)
 
 
 @pytest.mark.parametrize(
