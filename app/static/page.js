@@ -250,6 +250,7 @@
     // document options apply to the files after them in the body: send them first
     form.append("overwrite_targets", $("overwrite_targets").checked ? "true" : "false");
     form.append("mark_fuzzy", $("mark_fuzzy").checked ? "true" : "false");
+    if ($("min_score").value !== "") form.append("min_score", $("min_score").value);
     for (const file of state.files) form.append("files", file, file.name);
     const button = $("submit");
     button.disabled = true;
