@@ -2,6 +2,7 @@
 
     python -m bench.quality                    # bench/runs/quality.json
     python -m bench.quality --sentences 500    # quicker
+    python -m bench.quality --thresholds 0.85 0.87 0.88 --name quality-high
 
 Translates held-out sentences of the demo corpus (the seed-0 grammar of training/, never
 seen in training) with the committed demo models at int8 and float32, greedy and with
@@ -131,11 +132,13 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def summary(scores: list[float], right: list[bool]) -> dict[str, Any]:
+def summary(
+    scores: list[float], right: list[bool], thresholds: Sequence[float] = THRESHOLDS
+) -> dict[str, Any]:
     """AUC and the detection at each threshold, for one verdict."""
     auc = roc_auc(scores, right)
     rows = []
-    for threshold in THRESHOLDS:
+    for threshold in thresholds:
         found = detection(scores, right, threshold)
         rows.append(
             {
@@ -156,7 +159,12 @@ def summary(scores: list[float], right: list[bool]) -> dict[str, Any]:
     }
 
 
-def measure(pair: str, compute_type: str, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+def measure(
+    pair: str,
+    compute_type: str,
+    pairs: list[tuple[str, str]],
+    thresholds: Sequence[float] = THRESHOLDS,
+) -> dict[str, Any]:
     """Translate one direction at one compute type and summarise its scores."""
     english = [e for e, _ in pairs]
     german = [d for _, d in pairs]
@@ -176,8 +184,8 @@ def measure(pair: str, compute_type: str, pairs: list[tuple[str, str]]) -> dict[
         "sentences": len(sources),
         "score_min": min(scores),
         "score_median": median(scores),
-        "exact": summary(scores, found["exact"]),
-        "close": summary(scores, found["close"]),
+        "exact": summary(scores, found["exact"], thresholds),
+        "close": summary(scores, found["close"], thresholds),
         "wrong_examples": sorted(wrong, key=lambda w: w["score"])[:10],
     }
 
@@ -187,13 +195,13 @@ def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f} %"
 
 
-def table(runs: list[dict[str, Any]]) -> str:
+def table(runs: list[dict[str, Any]], thresholds: Sequence[float] = THRESHOLDS) -> str:
     """The Markdown table docs/quality.md shows."""
     lines = [
         "| pair | compute | verdict | right / wrong | AUC | "
-        + " | ".join(f"< {t}: flagged, precision, recall" for t in THRESHOLDS)
+        + " | ".join(f"< {t}: flagged, precision, recall" for t in thresholds)
         + " |",
-        "|---|---|---|---|---|" + "---|" * len(THRESHOLDS),
+        "|---|---|---|---|---|" + "---|" * len(thresholds),
     ]
     for run in runs:
         for verdict in ("exact", "close"):
@@ -214,15 +222,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=3000, help="held-out pairs to score")
     parser.add_argument("--name", default="quality", help="run name under bench/runs/")
+    parser.add_argument(
+        "--thresholds",
+        type=float,
+        nargs="+",
+        default=list(THRESHOLDS),
+        help="thresholds to report (default: stapel.scores.THRESHOLDS)",
+    )
     args = parser.parse_args(argv)
     pairs = held_out(args.sentences)
-    runs = [measure(pair, ct, pairs) for pair in PAIRS for ct in COMPUTE_TYPES]
+    runs = [measure(p, ct, pairs, args.thresholds) for p in PAIRS for ct in COMPUTE_TYPES]
     path = write_run(
         run_path(args.name),
-        {"thresholds": list(THRESHOLDS), "close_chrf": CLOSE_CHRF, "runs": runs},
+        {"thresholds": args.thresholds, "close_chrf": CLOSE_CHRF, "runs": runs},
         argv,
     )
-    print(table(runs))
+    print(table(runs, args.thresholds))
     print(f"written to {path}")
 
 
