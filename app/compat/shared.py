@@ -230,7 +230,7 @@ def translate_texts(
         pending = iter(targets)
         for i in group.places:
             pieces = [next(pending) for _ in parsed[i].segments]
-            out[i] = parsed[i].rebuild(pieces)
+            out[i] = parsed[i].rebuild(list[str](pieces))
             scores[i] = combine(score_of(piece) for piece in pieces) if pieces else None
     for i, m in enumerate(marked):
         if m is not None:
