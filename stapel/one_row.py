@@ -20,7 +20,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, Select
+from sqlalchemy import Engine, Float, Select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 
@@ -29,6 +29,17 @@ class _Prepared(NamedTuple):
     sql: str
     positions: tuple[str, ...] | None  # parameter names in order, for a positional style
     converted: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column, its processor)
+
+
+def _processor(type_: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
+    """The column type's result processor, without the cursor's type code it may ask for.
+
+    A float column (not decimal) is a float as the driver returns it; psycopg's numeric
+    types would need the cursor's type code to choose their processor, and raise without.
+    """
+    if isinstance(type_, Float) and not type_.asdecimal:
+        return None
+    return type_.dialect_impl(dialect).result_processor(dialect, None)
 
 
 class OneRow:
@@ -48,10 +59,7 @@ class OneRow:
         prepared = self._prepared.get(dialect)
         if prepared is None:
             compiled = self.statement.compile(dialect=dialect)
-            processors = (
-                c.type.dialect_impl(dialect).result_processor(dialect, None)
-                for c in self.statement.selected_columns
-            )
+            processors = (_processor(c.type, dialect) for c in self.statement.selected_columns)
             converted = tuple((i, p) for i, p in enumerate(processors) if p is not None)
             positions = tuple(compiled.positiontup or ()) if compiled.positional else None
             prepared = self._prepared[dialect] = _Prepared(str(compiled), positions, converted)

@@ -153,6 +153,18 @@ PROGRESS = {
                 },
             },
         },
+        "scores": {
+            "type": "object",
+            "description": "Machine translations scoring under each threshold, and those "
+            "marked for review",
+            "properties": {
+                "below": {
+                    "type": "object",
+                    "properties": {t: {"type": "integer"} for t in ("0.3", "0.5", "0.7")},
+                },
+                "review": {"type": "integer"},
+            },
+        },
     },
 }
 JOB_REQUEST = {
@@ -202,6 +214,20 @@ JOB_REQUEST = {
             "default": True,
             "description": "Reuse the MT cache (false: every segment from the model)",
         },
+        "min_score": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "nullable": True,
+            "description": "A machine translation scoring under this is not used: the "
+            "segment is marked for review (default: STAPEL_DEFAULT_MIN_SCORE, unset: none)",
+        },
+        "below_min_score": {
+            "type": "string",
+            "enum": ["empty", "source"],
+            "default": "empty",
+            "description": "The target of a segment marked for review: empty, or its source",
+        },
     },
 }
 UPLOAD = {
@@ -216,6 +242,8 @@ UPLOAD = {
         "split_sentences": {"type": "string", "enum": ["true", "false"]},
         "memories": {"type": "string", "description": "Comma-separated memory ids"},
         "cache": {"type": "string", "enum": ["true", "false"]},
+        "min_score": {"type": "string", "description": "A number from 0 to 1"},
+        "below_min_score": {"type": "string", "enum": ["empty", "source"]},
         "files": {
             "type": "array",
             "items": {"type": "string", "format": "binary"},
@@ -280,6 +308,17 @@ RESULT = {
                                     "type": "string",
                                     "description": "The language a pair no model serves was "
                                     "translated through (two models, two steps)",
+                                },
+                                "score": {
+                                    "type": "number",
+                                    "nullable": True,
+                                    "description": "The model's confidence, 0 to 1 (1 for "
+                                    "a memory's match)",
+                                },
+                                "review": {
+                                    "type": "boolean",
+                                    "description": "Scored under the job's min_score: the "
+                                    "target is empty or the source",
                                 },
                             },
                         },

@@ -34,6 +34,10 @@ def job_count(app) -> int:
         (job_body(priority=-1), 400, "invalid_priority"),
         (job_body(priority=True), 400, "invalid_priority"),
         (job_body(priority="high"), 400, "invalid_priority"),
+        (job_body(min_score=1.5), 400, "invalid_min_score"),
+        (job_body(min_score=-0.1), 400, "invalid_min_score"),
+        (job_body(min_score=True), 400, "invalid_min_score"),
+        (job_body(below_min_score="drop"), 400, "invalid_below_min_score"),
         (job_body(metadata=[1, 2]), 400, "invalid_type"),
         (job_body(metadata={"k": "v" * 5000}), 400, "metadata_too_large"),
         (job_body(callback_url="ftp://example.com/x"), 400, "invalid_callback_url"),
@@ -131,6 +135,9 @@ def test_body_over_size_limit_is_413(app, client, auth):
         ([("a.txt", b"hi\n")], {"metadata": "{broken"}, "invalid_json"),
         ([("a.txt", b"hi\n")], {"colour": "red"}, "unknown_field"),
         ([("a.txt", b"hi\n")], {"priority": "11"}, "invalid_priority"),
+        ([("a.txt", b"hi\n")], {"min_score": "high"}, "invalid_min_score"),
+        ([("a.txt", b"hi\n")], {"min_score": "2"}, "invalid_min_score"),
+        ([("a.txt", b"hi\n")], {"below_min_score": "none"}, "invalid_below_min_score"),
     ],
 )
 def test_bad_uploads_are_rejected(app, client, auth, files, form, code):

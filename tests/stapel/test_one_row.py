@@ -32,6 +32,8 @@ def test_every_column_reads_as_through_a_connection(any_session, reader):
         split_sentences=False,
         use_cache=False,
         memories=("m1", "m2"),
+        min_score=0.25,
+        below_min_score="source",
     )
     now = utcnow()
     any_session.execute(
@@ -49,6 +51,7 @@ def test_every_column_reads_as_through_a_connection(any_session, reader):
     assert row.split_sentences is False and row.use_cache is False
     assert row.finished_at == now and row.finished_at.utcoffset() is not None
     assert list(row.memories) == ["m1", "m2"]
+    assert (row.min_score, row.below_min_score) == (0.25, "source")  # a float column too
 
 
 def test_another_tenants_job_is_not_found(any_session, reader):
