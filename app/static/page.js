@@ -440,6 +440,12 @@
       ` · machine translation ${fromMt}` +
       (job.min_score != null ? ` · for review ${job.segments_review || 0}` +
         ` (score under ${job.min_score})` : "");
+    // The job's machine translations by score (GET /v1/jobs/<id>/documents).
+    const scores = node.querySelector(".job-scores");
+    const below = docs && docs.scores ? Object.entries(docs.scores.below) : [];
+    scores.hidden = !below.some(([, n]) => n > 0);
+    scores.textContent = "Machine translations scored under " +
+      below.map(([bound, n]) => `${bound}: ${n}`).join(" · ");
     show(node.querySelector(".job-error"), job.error ? `Error: ${job.error}` : "");
     node.querySelector(".cancel").hidden = !ACTIVE.has(job.status);
     node.querySelector(".download-all").textContent =

@@ -285,14 +285,16 @@ def test_a_named_memory_answers_and_the_origins_are_shown(browser, server, worke
 
 
 def test_scores_show_in_the_preview_and_review_is_counted(browser, server, worker, api_key):
-    """A job sent with a min_score: its segments for review are counted on the card, and
-    the preview marks each segment's score, those for review highlighted."""
+    """A job sent with a min_score: its segments for review and its distribution of
+    scores are on the card, and the preview marks each segment's score, those for
+    review highlighted, with the document's counts."""
     expect = playwright_api.expect
     user = Session(browser, server.url)
     user.sign_in(api_key)
     user.page.locator("#pair").select_option("en-de")
     user.page.get_by_label("Send segments scored under this to review").fill("0.885")
     lines = [english for english, _ in build_corpus(0, 12).test]  # the demo model's grammar
+    lines += ["runs we see green.", "small a dog runs we see."]  # outside it: under 0.5
     job = user.upload([("scored.txt", "text/plain", ("\n".join(lines) + "\n").encode())])
     assert job["min_score"] == 0.885
     card = user.job(job["id"])
@@ -304,6 +306,11 @@ def test_scores_show_in_the_preview_and_review_is_counted(browser, server, worke
     assert 0 < review < len(lines), "the demo model scores these 0.88 to 0.90"
     expect(card.locator(".job-origins")).to_contain_text(
         f"for review {review} (score under 0.885)", timeout=DEADLINE_MS
+    )
+    below = api(server, api_key, f"/v1/jobs/{job['id']}/documents").json()["scores"]["below"]
+    assert below["0.5"] >= 2
+    expect(card.locator(".job-scores")).to_have_text(
+        "Machine translations scored under " + " · ".join(f"{b}: {n}" for b, n in below.items())
     )
     card.get_by_role("button", name="Show result").click()
     rows = card.locator(".preview .segments li")
