@@ -16,7 +16,8 @@ kept; the file is written back as lxml serialises it (docs/formats.md: canonical
 A segment's score and review flag (docs/quality.md) are written in each version's own
 terms: 1.2 an `<alt-trans origin="stapel" match-quality="..">` beside the target and
 `state` by the review flag; 2.x an `<mtc:match origin="stapel" matchQuality="..">` in
-the unit and `subState="stapel:needs-review"` on a segment to review.
+the unit and `subState="stapel:needs-review"` on a segment to review (which gets no
+candidate: its target is not the translation the score is for).
 """
 
 from __future__ import annotations
@@ -302,8 +303,8 @@ def _marker1(unit, mid: str | None, q) -> Callable[[Mark], None]:
             if old.get("origin") == ORIGIN and old.get("mid") == mid:
                 unit.remove(old)
         written = target if mid is None else _mark_by_mid(target, q, mid)
-        if found.score is None or written is None or not _has_text(written):
-            return  # a candidate without words would offer an empty translation
+        if not _offers(found, written):
+            return
         alt = etree.Element(q("alt-trans"), {"origin": ORIGIN, "match-quality": found.percent})
         if mid is not None:
             alt.set("mid", mid)
@@ -326,16 +327,20 @@ def _marker2(unit, segment, q) -> Callable[[Mark], None]:
             elif segment.get("subState") == SUBSTATE2:
                 del segment.attrib["subState"]
         target = segment.find(q("target"))
-        if found.score is None or target is None or not _has_text(target):
-            return  # a candidate without words would offer an empty translation
-        ref = "#" + _segment_id(unit, segment, q)
         matches = unit.find(f"{{{NS_MTC}}}matches")
+        if matches is not None and segment.get("id"):
+            for old in matches.iterchildren(f"{{{NS_MTC}}}match"):
+                if old.get("origin") == ORIGIN and old.get("ref") == "#" + segment.get("id"):
+                    matches.remove(old)
+            if len(matches) == 0:  # the module requires at least one match
+                unit.remove(matches)
+                matches = None
+        if not _offers(found, target):
+            return
+        ref = "#" + _segment_id(unit, segment, q)
         if matches is None:
             matches = etree.Element(f"{{{NS_MTC}}}matches", nsmap={"mtc": NS_MTC})
             _insert_before_first(unit, matches)
-        for old in matches.iterchildren(f"{{{NS_MTC}}}match"):
-            if old.get("origin") == ORIGIN and old.get("ref") == ref:
-                matches.remove(old)
         match = etree.SubElement(
             matches,
             f"{{{NS_MTC}}}match",
@@ -351,8 +356,18 @@ def _marker2(unit, segment, q) -> Callable[[Mark], None]:
     return mark
 
 
-def _has_text(elem: etree._Element) -> bool:
-    return bool("".join(elem.itertext()).strip())
+def _offers(found: Mark, target: etree._Element | None) -> bool:
+    """Whether the target is the scored translation, worth offering as a candidate.
+
+    A segment sent to review holds an empty target or its source, not the model's
+    translation, and a candidate without words would offer an empty one.
+    """
+    return (
+        found.score is not None
+        and not found.review
+        and target is not None
+        and bool("".join(target.itertext()).strip())
+    )
 
 
 def _segment_id(unit, segment, q) -> str:

@@ -48,11 +48,12 @@ def test_xliff12_alt_trans_carries_the_score_and_the_state_follows_review():
     alt = kept.find("x:alt-trans", X1)
     assert (alt.get("origin"), alt.get("match-quality")) == ("stapel", "83.4")
     assert "".join(alt.find("x:target", X1).itertext()) == "Der alte Mann sieht den kleinen Hund."
+    # the alt-trans follows the target, before the unit's note (the schema's order)
+    assert [etree.QName(e).localname for e in kept] == ["source", "target", "alt-trans"]
     review = root.find(".//x:trans-unit[@id='5']", X1)
     assert review.find("x:target", X1).get("state") == "needs-review-translation"
-    assert review.find("x:alt-trans", X1).get("match-quality") == "20.0"
-    # the alt-trans follows the target, before the unit's note (the schema's order)
-    assert [etree.QName(e).localname for e in review] == ["source", "target", "alt-trans", "note"]
+    # its target is not the scored translation (empty, or the source): no candidate
+    assert [etree.QName(e).localname for e in review] == ["source", "target", "note"]
 
 
 def test_xliff12_without_routing_keeps_the_machine_translation_state():
@@ -99,8 +100,29 @@ def test_xliff2_match_refers_to_its_segment_and_review_is_a_substate():
     last = root.find(".//x:unit[@id='u4']", X2)
     segment = last.find("x:segment", X2)
     assert (segment.get("state"), segment.get("subState")) == ("translated", "stapel:needs-review")
-    ref = last.find("mtc:matches/mtc:match", X2).get("ref")
-    assert ref == "#" + segment.get("id")  # an id given where the segment had none
+    assert last.find("mtc:matches", X2) is None  # to review: its target is not the scored one
+    middle = root.find(".//x:unit[@id='u3']", X2)
+    ref = middle.find("mtc:matches/mtc:match", X2).get("ref")
+    assert ref == "#" + middle.find("x:segment", X2).get("id")  # given one where it had none
+
+
+def test_xliff2_rerun_sending_a_segment_to_review_drops_its_candidate():
+    once = render_document(
+        "xliff", XLIFF2, TARGETS2, Options(), LANGS, marks=[Mark(0.9, False)] * 3
+    )
+    assert xml(once).find(".//x:unit[@id='u1']/mtc:matches/mtc:match", X2) is not None
+    twice = render_document(
+        "xliff",
+        once,
+        ["", *TARGETS2[1:]],
+        Options(overwrite_targets=True),
+        LANGS,
+        marks=[Mark(0.1, True), Mark(0.9, False), Mark(0.8, False)],
+    )
+    root = xml(twice)
+    assert root.find(".//x:unit[@id='u1']/mtc:matches", X2) is None  # none left: none at all
+    qualities = [m.get("matchQuality") for m in root.iterfind(".//mtc:match", X2)]
+    assert qualities == ["90.0", "80.0"]
 
 
 def test_a_segment_left_empty_for_review_offers_no_candidate():
