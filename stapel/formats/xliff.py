@@ -14,10 +14,7 @@ kept; the file is written back as lxml serialises it (docs/formats.md: canonical
   `state="translated"`; a segment in state "final" is never touched.
 
 A segment's score and review flag (docs/quality.md) are written in each version's own
-terms: 1.2 an `<alt-trans origin="stapel" match-quality="..">` beside the target and
-`state` by the review flag; 2.x an `<mtc:match origin="stapel" matchQuality="..">` in
-the unit and `subState="stapel:needs-review"` on a segment to review (which gets no
-candidate: its target is not the translation the score is for).
+terms by stapel/formats/xliffscores.py.
 """
 
 from __future__ import annotations
@@ -29,6 +26,7 @@ from dataclasses import dataclass
 from lxml import etree
 
 import stapel.formats.xmlinline as xmlinline
+from stapel.formats import xliffscores
 from stapel.formats.base import (
     FormatError,
     Limits,
@@ -46,12 +44,6 @@ NS2 = "urn:oasis:names:tc:xliff:document:2.0"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 STATE1 = {"state": "needs-review-translation", "state-qualifier": "leveraged-mt"}
 STATE2 = "translated"
-NS_MTC = "urn:oasis:names:tc:xliff:matches:2.0"
-ORIGIN = "stapel"
-"""The `origin` of the score-bearing candidates Stapel writes (and replaces on a rerun)."""
-REVIEWED1 = {True: "needs-review-translation", False: "translated"}
-"""XLIFF 1.2 target state by review flag: a segment over the job's min_score is translated."""
-SUBSTATE2 = "stapel:needs-review"
 
 
 @dataclass
@@ -291,105 +283,17 @@ def _writer2(segment, source, q) -> Callable[[etree._Element, Flat, str], None]:
 
 
 def _marker1(unit, mid: str | None, q) -> Callable[[Mark], None]:
-    """Write a segment's score as an alt-trans of its target (of its `mid` if segmented)."""
-
     def mark(found: Mark) -> None:
         target = unit.find(q("target"))
-        if target is None:
-            return
-        if found.review is not None:
-            target.set("state", REVIEWED1[found.review])
-        for old in unit.iterchildren(q("alt-trans")):
-            if old.get("origin") == ORIGIN and old.get("mid") == mid:
-                unit.remove(old)
-        written = target if mid is None else _mark_by_mid(target, q, mid)
-        if not _offers(found, written):
-            return
-        alt = etree.Element(q("alt-trans"), {"origin": ORIGIN, "match-quality": found.percent})
-        if mid is not None:
-            alt.set("mid", mid)
-        copied = copy.deepcopy(written)
-        copied.tag, copied.tail = q("target"), None
-        copied.attrib.clear()
-        alt.append(copied)
-        _insert_after(target, alt)
+        if target is not None:
+            written = target if mid is None else _mark_by_mid(target, q, mid)
+            xliffscores.mark1(unit, target, written, mid, found, q)
 
     return mark
 
 
 def _marker2(unit, segment, q) -> Callable[[Mark], None]:
-    """Write a segment's score as a translation candidate of the unit (mtc:match)."""
-
-    def mark(found: Mark) -> None:
-        if found.review is not None:
-            if found.review:
-                segment.set("subState", SUBSTATE2)
-            elif segment.get("subState") == SUBSTATE2:
-                del segment.attrib["subState"]
-        target = segment.find(q("target"))
-        matches = unit.find(f"{{{NS_MTC}}}matches")
-        if matches is not None and segment.get("id"):
-            for old in matches.iterchildren(f"{{{NS_MTC}}}match"):
-                if old.get("origin") == ORIGIN and old.get("ref") == "#" + segment.get("id"):
-                    matches.remove(old)
-            if len(matches) == 0:  # the module requires at least one match
-                unit.remove(matches)
-                matches = None
-        if not _offers(found, target):
-            return
-        ref = "#" + _segment_id(unit, segment, q)
-        if matches is None:
-            matches = etree.Element(f"{{{NS_MTC}}}matches", nsmap={"mtc": NS_MTC})
-            _insert_before_first(unit, matches)
-        match = etree.SubElement(
-            matches,
-            f"{{{NS_MTC}}}match",
-            {"ref": ref, "type": "mt", "origin": ORIGIN, "matchQuality": found.percent},
-        )
-        original = unit.find(q("originalData"))  # the codes' data, which a match keeps its own
-        for part in (original, segment.find(q("source")), target):
-            if part is not None:
-                copied = copy.deepcopy(part)
-                copied.tail = None
-                match.append(copied)
-
-    return mark
-
-
-def _offers(found: Mark, target: etree._Element | None) -> bool:
-    """Whether the target is the scored translation, worth offering as a candidate.
-
-    A segment sent to review holds an empty target or its source, not the model's
-    translation, and a candidate without words would offer an empty one.
-    """
-    return (
-        found.score is not None
-        and not found.review
-        and target is not None
-        and bool("".join(target.itertext()).strip())
-    )
-
-
-def _segment_id(unit, segment, q) -> str:
-    """The segment's id, given one unique in its unit where it has none (a match needs it)."""
-    if segment.get("id"):
-        return segment.get("id")
-    taken = {e.get("id") for e in unit.iter() if e.get("id")}
-    made = f"s{1 + sum(1 for _ in segment.itersiblings(q('segment'), preceding=True))}"
-    while made in taken:
-        made = f"{ORIGIN}-{made}"
-    segment.set("id", made)
-    return made
-
-
-def _insert_before_first(parent: etree._Element, new: etree._Element) -> None:
-    """Make new the first child of parent, indented like that child."""
-    first = parent[0] if len(parent) else None
-    if first is None:
-        parent.append(new)
-        return
-    new.tail = parent.text
-    parent.insert(0, new)
+    return lambda found: xliffscores.mark2(unit, segment, found, q)
 
 
 def _flat(slot: Slot, version: str) -> Flat:
