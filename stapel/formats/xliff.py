@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from lxml import etree
 
+import stapel.formats.xliffscores as xliffscores
 import stapel.formats.xmlinline as xmlinline
-from stapel.formats import xliffscores
 from stapel.formats.base import (
     FormatError,
     Limits,
