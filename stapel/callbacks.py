@@ -109,6 +109,7 @@ def payload(job: Job, sent_at: datetime, attempt: int) -> bytes:
             "status": job.status,
             "segments_total": job.segments_total,
             "segments_done": job.segments_done,
+            "segments_review": job.segments_review or 0,
             "error": job.error,
             "metadata": job.meta,
             "finished_at": job.finished_at.isoformat() if job.finished_at else None,

@@ -303,6 +303,7 @@ def _json(session, job: Job, complete: bool, pivot: str = "") -> Iterator[str]:
     head["segments_failed"] = job.segments_failed or 0
     for origin in ("memory", "cache", "mt"):
         head[f"segments_from_{origin}"] = getattr(job, f"segments_from_{origin}") or 0
+    head["segments_review"] = job.segments_review or 0
     errors = _errors_by_document(session, job)
     yield json.dumps(head)[:-1] + ', "documents": ['
     starts = jobs.document_starts(session, job.id) + [job.segments_total]

@@ -283,6 +283,7 @@ RESULT = {
         "segments_total": {"type": "integer"},
         "segments_done": {"type": "integer"},
         "segments_failed": {"type": "integer"},
+        "segments_review": {"type": "integer"},
         "documents": {
             "type": "array",
             "items": {

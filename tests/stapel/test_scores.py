@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 from sqlalchemy import select
 
-from stapel import chunk_groups, chunks, scores
+from stapel import callbacks, chunk_groups, chunks, scores
 from stapel.chunk_groups import Finish
 from stapel.exceptions import ValidationError
-from stapel.tables import Chunk, Job, Segment
+from stapel.tables import Chunk, Job, Segment, utcnow
 from tests.stapel.test_jobs import chunk_ids, make_job
 
 
@@ -152,3 +153,10 @@ def test_an_empty_target_is_written_for_review_by_default(any_session):
     chunks.record_batch(s, claim, [(0, "late", "mt", "fp", 0.9)])
     assert s.scalar(select(Segment.target).where(Segment.job_id == job.id, Segment.idx == 0)) == ""
     assert s.scalar(select(Chunk.review).where(Chunk.id == claim.chunk_id)) == 1
+
+
+def test_the_callback_says_how_many_segments_wait_for_review(any_session):
+    _, job = make_job(any_session, n=2, chunk=2, min_score=0.5)
+    job.segments_review = 2
+    body = json.loads(callbacks.payload(job, utcnow(), 1))
+    assert body["segments_review"] == 2

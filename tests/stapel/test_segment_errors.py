@@ -66,7 +66,7 @@ def test_the_result_shows_failed_segments_as_null_with_their_error(app, client, 
     assert (status["status"], status["segments_failed"]) == ("succeeded", 1)
     result = client.get(job["links"]["result"], headers=auth).get_json()
     assert result["segments_failed"] == 1
-    mt = {"origin": "mt", "model": None}
+    mt = {"origin": "mt", "model": None, "score": None, "review": False}
     assert result["documents"][0] == {"id": "a", "segments": ["X", "Y"], "provenance": [mt, mt]}
     assert result["documents"][1] == {
         "id": "b",

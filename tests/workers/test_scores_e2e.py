@@ -85,6 +85,7 @@ def test_min_score_sends_weak_targets_to_review_and_counts_them_never_dropping_o
     assert (state["segments_review"], state["segments_done"], state["min_score"]) == (5, 6, 1.0)
     provenance = result["documents"][0]["provenance"]
     assert [p["review"] for p in provenance] == [False] + [True] * 5
+    assert result["segments_review"] == 5
     assert result["documents"][0]["segments"] == [rows[0][0], *texts[1:]]  # sources, as asked
     progress = client.get(f"/v1/jobs/{state['id']}/documents", headers=auth).get_json()
     below = sum(s < 0.7 for _, _, s, _ in rows)
