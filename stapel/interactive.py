@@ -35,6 +35,7 @@ from stapel.exceptions import Conflict, TranslationFailed, TranslationTimeout
 from stapel.formats import inline
 from stapel.jobs import JobSpec
 from stapel.presence import Room
+from stapel.scores import Scored
 from stapel.settings import Settings
 from stapel.states import FINAL, ChunkOutcome, Status
 from stapel.submit import submit
@@ -134,7 +135,7 @@ def wait_ended(
 
 def translate(
     lane: Lane, specs: list[JobSpec], api: str, characters: int | None = None
-) -> list[list[str]]:
+) -> list[list[Scored]]:
     """Translate each spec's one document as an interactive job; return their targets.
 
     Bills characters (default: the segments', inline codes left out) and charges the
@@ -213,10 +214,13 @@ def succeeded(session: Session, tenant_id: str, job_id: str) -> Job:
     return job
 
 
-def targets(session: Session, tenant_id: str, job_id: str) -> list[str]:
-    """Return a succeeded job's translations in order (raise TranslationFailed otherwise)."""
+def targets(session: Session, tenant_id: str, job_id: str) -> list[Scored]:
+    """Return a succeeded job's translations in order, each with its segment's score
+    (raise TranslationFailed otherwise)."""
     job = succeeded(session, tenant_id, job_id)
-    return [t or "" for _name, segments in jobs.iter_result(session, job) for t in segments]
+    texts = [t or "" for _name, segments in jobs.iter_result(session, job) for t in segments]
+    marks = jobs.iter_provenance(session, job.id, 0, len(texts))
+    return [Scored(text, mark.score) for text, mark in zip(texts, marks, strict=True)]
 
 
 def cancel(session: Session, tenant_id: str, job_ids: Iterable[str]) -> None:

@@ -190,6 +190,7 @@ def translate():
             "detected_source_language": deepl_source(done.sources[i]),
             "text": done.texts[i],
             "billed_characters": done.billed[i],
+            "score": done.scores[i],  # the deepl client reads only the fields it knows
         }
         for i in range(len(texts))
     ]

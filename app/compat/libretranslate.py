@@ -108,6 +108,7 @@ def translate():
         detected = [_detected(done.sources[i], done.confidences[i]) for i in range(len(texts))]
         body["detectedLanguage"] = detected if many else detected[0]
     body["translatedText"] = done.texts if many else done.texts[0]
+    body["score"] = done.scores if many else done.scores[0]  # clients read only their keys
     if alternatives:
         body["alternatives"] = [[] for _ in texts] if many else []
     return jsonify(body)

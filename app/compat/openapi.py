@@ -122,7 +122,7 @@ def _libretranslate() -> dict:
         f"{LT}/translate": {
             "post": _lt(
                 "Translate q (a string or a list) from source (or auto) into target",
-                _ok("translatedText (and detectedLanguage with auto)"),
+                _ok("translatedText, score (and detectedLanguage with auto)"),
                 *LT_SUBMIT,
                 body=_body(translate, ("q", "source", "target")),
             )
@@ -193,7 +193,7 @@ def _deepl() -> dict:
                 "Translate text into target_lang (glossary_id: the tenant's glossary of the "
                 "pair, with source_lang)",
                 _ok(
-                    "{translations: [{detected_source_language, text, billed_characters, "
+                    "{translations: [{detected_source_language, text, billed_characters, score, "
                     "model_type_used?}]}"
                 ),
                 400,

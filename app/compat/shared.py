@@ -22,6 +22,7 @@ from stapel.formats.fragments import Fragment, Markup
 from stapel.interactive import Lane
 from stapel.jobs import JobSpec
 from stapel.keys import tenant_for_key
+from stapel.scores import combine, score_of
 
 DETECT_SAMPLE_CHARS = 2000
 """How much of a document's text its language is detected from."""
@@ -165,6 +166,8 @@ class Translated:
     sources: list[str]
     confidences: list[float]
     billed: list[int]
+    scores: list[float | None]
+    """Each text's score: its weakest segment's (None when one has none, or no words)."""
 
 
 def read_texts(texts: list[str], markup: Markup | list[Markup | None] | None) -> list[Fragment]:
@@ -222,10 +225,13 @@ def translate_texts(
     ]
     translated = interactive.translate(lane(), specs, api, sum(billed)) if specs else []
     out = [f.text for f in parsed]
+    scores: list[float | None] = [None] * len(texts)
     for group, targets in zip(sent, translated, strict=True):
         pending = iter(targets)
         for i in group.places:
-            out[i] = parsed[i].rebuild([next(pending) for _ in parsed[i].segments])
+            pieces = [next(pending) for _ in parsed[i].segments]
+            out[i] = parsed[i].rebuild(list[str](pieces))
+            scores[i] = combine(score_of(piece) for piece in pieces) if pieces else None
     for i, m in enumerate(marked):
         if m is not None:
             out[i] = glossaries.unmark(out[i], m, markup)
@@ -233,4 +239,4 @@ def translate_texts(
     for group in found:
         for place in group.places:
             sources[place] = group.source
-    return Translated(out, sources, confidences, billed)
+    return Translated(out, sources, confidences, billed, scores)

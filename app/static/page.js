@@ -14,6 +14,9 @@
   const READS_PER_TICK = 10;
   const USAGE_MS = 30000;
   const PREVIEW = 200; // segments shown per document in the preview
+  // A score under this is highlighted when the job routes nothing to review: the middle
+  // of the thresholds docs/quality.md measures.
+  const LOW_SCORE = 0.5;
   const ACTIVE = new Set(["queued", "running"]);
   const MESSAGES = {
     unauthorized: "This API key was not accepted. Check it, or ask for a new one.",
@@ -247,6 +250,7 @@
     // document options apply to the files after them in the body: send them first
     form.append("overwrite_targets", $("overwrite_targets").checked ? "true" : "false");
     form.append("mark_fuzzy", $("mark_fuzzy").checked ? "true" : "false");
+    if ($("min_score").value !== "") form.append("min_score", $("min_score").value);
     for (const file of state.files) form.append("files", file, file.name);
     const button = $("submit");
     button.disabled = true;
@@ -433,7 +437,15 @@
     const fromMt = job.segments_from_mt || 0;
     origins.hidden = fromMemory + fromCache + fromMt === 0;
     origins.textContent = `Segments from: memory ${fromMemory} · cache ${fromCache}` +
-      ` · machine translation ${fromMt}`;
+      ` · machine translation ${fromMt}` +
+      (job.min_score != null ? ` · for review ${job.segments_review || 0}` +
+        ` (score under ${job.min_score})` : "");
+    // The job's machine translations by score (GET /v1/jobs/<id>/documents).
+    const scores = node.querySelector(".job-scores");
+    const below = docs && docs.scores ? Object.entries(docs.scores.below) : [];
+    scores.hidden = !below.some(([, n]) => n > 0);
+    scores.textContent = "Machine translations scored under " +
+      below.map(([bound, n]) => `${bound}: ${n}`).join(" · ");
     show(node.querySelector(".job-error"), job.error ? `Error: ${job.error}` : "");
     node.querySelector(".cancel").hidden = !ACTIVE.has(job.status);
     node.querySelector(".download-all").textContent =
@@ -524,6 +536,33 @@
     }
   }
 
+  // A segment's score on its line: a title with the figure, a class when it is low or
+  // was sent to review (its target is then empty or the source).
+  function markScore(li, mark, low) {
+    if (!mark || mark.score == null) return;
+    li.dataset.score = mark.score.toFixed(2);
+    li.title = `score ${mark.score.toFixed(2)}`;
+    if (mark.review) {
+      li.classList.add("review");
+      li.title += ", to review";
+    } else if (mark.score < low) {
+      li.classList.add("low-score");
+    }
+  }
+
+  // The document's counts over all its segments, not only the ones shown.
+  function scoreCounts(marks, low, minScore) {
+    const scored = marks.filter((m) => m && m.score != null);
+    const p = document.createElement("p");
+    p.className = "help score-counts";
+    const under = scored.filter((m) => m.score < low).length;
+    const review = scored.filter((m) => m.review).length;
+    p.textContent = `${under} of ${scored.length} scored segments under ${low}` +
+      (minScore != null ? ` · ${review} for review` : "");
+    p.hidden = scored.length === 0;
+    return p;
+  }
+
   async function preview(id, node) {
     const box = node.querySelector(".preview");
     const error = node.querySelector(".action-error");
@@ -531,6 +570,9 @@
     try {
       const response = await api(`/v1/jobs/${encodeURIComponent(id)}/result`);
       const body = await response.json();
+      const entry = state.jobs.get(id);
+      const minScore = entry && entry.job.min_score != null ? entry.job.min_score : null;
+      const low = minScore != null ? minScore : LOW_SCORE;
       box.replaceChildren();
       const note = document.createElement("p");
       note.className = "help";
@@ -543,12 +585,14 @@
         h.textContent = doc.id || "document";
         const ol = document.createElement("ol");
         ol.className = "segments";
-        for (const target of doc.segments.slice(0, PREVIEW)) {
+        const marks = doc.provenance || [];
+        doc.segments.slice(0, PREVIEW).forEach((target, i) => {
           const li = document.createElement("li");
           li.textContent = target === null ? "—" : target;
+          markScore(li, marks[i], low);
           ol.append(li);
-        }
-        box.append(h, ol);
+        });
+        box.append(h, scoreCounts(marks, low, minScore), ol);
         if (doc.errors && doc.errors.length) {
           const failed = document.createElement("ul");
           failed.className = "error";

@@ -17,13 +17,22 @@ from types import ModuleType
 
 from stapel.exceptions import TooLarge, ValidationError
 from stapel.formats import docx, html, layout, po, pokeep, srt, xliff, xmlkeep
-from stapel.formats.base import FALSE_WORDS, OPTION_FIELDS, TRUE_WORDS, FormatError, Limits, Options
+from stapel.formats.base import (
+    FALSE_WORDS,
+    OPTION_FIELDS,
+    TRUE_WORDS,
+    FormatError,
+    Limits,
+    Mark,
+    Options,
+)
 from stapel.storable import unstorable
 
 __all__ = [
     "ACCEPTED",
     "OPTION_FIELDS",
     "Limits",
+    "Mark",
     "Options",
     "ParsedDocument",
     "options_from_form",
@@ -51,6 +60,8 @@ EXTENSIONS = {
     ".docx": "docx",
 }
 ACCEPTED = ", ".join(EXTENSIONS)
+MARKED = frozenset({"xliff", "po"})
+"""The formats that carry each segment's score and review flag (docs/quality.md)."""
 MEDIA_TYPES = {
     "txt": "text/plain; charset=utf-8",
     "xliff": "application/xliff+xml",
@@ -203,12 +214,19 @@ def render_document(
     options: Options,
     langs: tuple[str, str],
     limits: Limits | None = None,
+    marks: list[Mark] | None = None,
 ) -> bytes:
     """Rebuild a stored document with its targets (None: not translated, left as it was).
 
-    A text format keeps the original's BOM, declaration, line endings and final newline.
+    `marks`, one per segment, are written where the format has a place for them
+    (MARKED). A text format keeps the original's BOM, declaration, line endings and
+    final newline.
     """
-    out = FORMATS[fmt].merge(original, targets, options, langs, limits or Limits())
+    merge = FORMATS[fmt].merge
+    if fmt in MARKED and marks is not None:
+        out = merge(original, targets, options, langs, limits or Limits(), marks=marks)
+    else:
+        out = merge(original, targets, options, langs, limits or Limits())
     if fmt == "xliff" and out != original:
         out = xmlkeep.restore(original, out)
     if fmt == "po" and out != original:

@@ -41,6 +41,28 @@ OPTION_FIELDS = tuple(Options().as_json())
 
 
 @dataclass(frozen=True)
+class Mark:
+    """What a rebuilt document says about one machine-translated segment."""
+
+    score: float | None = None
+    """The segment's confidence score in [0, 1]; None where the model gave none."""
+    review: bool | None = None
+    """Under the job's `min_score`; None where the job routes nothing to review."""
+
+    @property
+    def percent(self) -> str:
+        """The score on the 0-100 scale XLIFF's match qualities use, one decimal."""
+        return "" if self.score is None else f"{100 * self.score:.1f}"
+
+
+def combined(marks: list[Mark]) -> Mark:
+    """One mark for the segments of one entry: its lowest score, review if any needs it."""
+    scores = [m.score for m in marks if m.score is not None]
+    reviews = [m.review for m in marks if m.review is not None]
+    return Mark(min(scores) if scores else None, any(reviews) if reviews else None)
+
+
+@dataclass(frozen=True)
 class Limits:
     """Bounds on one document (the zip bounds stop a zip bomb before it unpacks)."""
 

@@ -6,7 +6,9 @@ every slot the header's `Plural-Forms: nplurals=N` names: slot 0 from the singul
 msgid, the others from msgid_plural. Format placeholders (`%s`, `%(count)d`, `%1$s`,
 `{name}`, `{0}`, `%{name}`) are inline codes, so the model never sees them and they
 come back intact, placed by alignment. Entries Stapel translates get the `fuzzy` flag
-unless the job turns it off. The file is written as polib writes it (docs/formats.md).
+unless the job turns it off, and always where a segment is to review; a scored entry
+gets a translator comment `stapel-score: 0.83` (its lowest segment's score). The file is
+written as polib writes it (docs/formats.md).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import polib
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, Limits, Options
+from stapel.formats.base import FormatError, Limits, Mark, Options, combined
 
 PLACEHOLDER = re.compile(
     r"%(?:\([^)\s]+\))?[-+ #0]*(?:\d+\$)?(?:\*|\d+)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsa%]"
@@ -29,6 +31,8 @@ PLACEHOLDER = re.compile(
 CHARSET = re.compile(rb"charset=([\w.:-]+)")
 NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
 SYNTAX_LINE = re.compile(r"line (\d+)")
+SCORE_COMMENT = "stapel-score:"
+"""The translator comment line that carries an entry's score."""
 
 
 @dataclass
@@ -143,16 +147,23 @@ def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
 
 
 def merge(
-    data: bytes, targets: list[str | None], options: Options, langs: tuple[str, str], limits: Limits
+    data: bytes,
+    targets: list[str | None],
+    options: Options,
+    langs: tuple[str, str],
+    limits: Limits,
+    marks: list[Mark] | None = None,
 ) -> bytes:
     """Return the PO file with each translated entry's msgstr (or plural msgstrs) filled."""
     po, charset = parse_po(data)
     match = NPLURALS.search(po.metadata.get("Plural-Forms", ""))
     nplurals = int(match.group(1)) if match else 2
     todo = iter(targets)
+    marked = iter(marks or [])
     changed = False
     for unit in list(units(po, options)):
         outs = [next(todo, None) for _ in unit.texts]
+        found = combined([next(marked, Mark()) for _ in unit.texts])
         if any(out is None for out in outs):
             continue
         texts = [
@@ -164,9 +175,19 @@ def merge(
             entry.msgstr_plural = {i: texts[0] if i == 0 else texts[-1] for i in range(slots)}
         else:
             entry.msgstr = texts[0]
-        if options.mark_fuzzy and "fuzzy" not in entry.flags:
+        if (options.mark_fuzzy or found.review) and "fuzzy" not in entry.flags:
             entry.flags.append("fuzzy")
+        _score_comment(entry, found)
         changed = True
     if not changed:
         return data
     return str(po).encode(charset)
+
+
+def _score_comment(entry: polib.POEntry, found: Mark) -> None:
+    """Put the entry's score in its translator comment, replacing one written before."""
+    kept = entry.tcomment.split("\n") if entry.tcomment else []
+    lines = [line for line in kept if not line.startswith(SCORE_COMMENT)]
+    if found.score is not None:
+        lines.append(f"{SCORE_COMMENT} {found.score:.2f}")
+    entry.tcomment = "\n".join(lines)

@@ -3,8 +3,9 @@
 polib writes a whole file in its own form (its line wrapping, its order of comments and
 of the header's lines). `restore` cuts the original at its entries (polib records the
 line each starts on) and keeps each entry's original lines; in an entry that changed,
-only the msgstr lines and the flags line are polib's. The result is checked to read as
-the same entries as polib's file; if it did not, polib's file is returned.
+only the msgstr lines, the flags line and the translator comments are polib's. The
+result is checked to read as the same entries as polib's file; if it did not, polib's
+file is returned.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def _same(a: polib.POEntry, b: polib.POEntry) -> bool:
 def _content(e: polib.POEntry) -> tuple:
     return (
         e.msgctxt,
+        e.tcomment,
         e.msgid,
         e.msgid_plural,
         e.msgstr,
@@ -56,7 +58,22 @@ def _patched(block: list[str], entry: polib.POEntry, wrap: int) -> str:
         lines.insert(before, flags + newline)
     elif at is not None:
         del lines[at]
-    return "".join(lines)
+    return "".join(_translator_comments(lines, rendered, newline))
+
+
+def _is_translator_comment(line: str) -> bool:
+    return line.startswith("#") and not line.startswith(("#.", "#:", "#,", "#|", "#~"))
+
+
+def _translator_comments(lines: list[str], rendered: list[str], newline: str) -> list[str]:
+    """The entry's lines with its translator comments (`# ...`) as polib writes them."""
+    written = [line + newline for line in rendered if _is_translator_comment(line)]
+    mine = [k for k, line in enumerate(lines) if _is_translator_comment(line)]
+    if [lines[k] for k in mine] == written:
+        return lines
+    at = mine[0] if mine else 0
+    kept = [line for k, line in enumerate(lines) if k not in set(mine)]
+    return kept[:at] + written + kept[at:]
 
 
 def restore(original: bytes, rewritten: bytes) -> bytes:

@@ -18,7 +18,7 @@ from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from stapel.exceptions import NotFound
-from stapel.formats import MEDIA_TYPES, Options, render_document, txt
+from stapel.formats import MEDIA_TYPES, Mark, Options, render_document, txt
 from stapel.tables import Document, DocumentFile, Job, Segment
 
 
@@ -71,7 +71,7 @@ def render(session: Session, job: Job, idx: int) -> Rendered:
 
 def _render(session: Session, job: Job, doc) -> Rendered:
     rows = session.execute(
-        select(Segment.source, Segment.target)
+        select(Segment.source, Segment.target, Segment.score, Segment.review)
         .where(
             Segment.job_id == job.id,
             Segment.idx >= doc.first_segment,
@@ -81,7 +81,9 @@ def _render(session: Session, job: Job, doc) -> Rendered:
     ).all()
     filename = _filename(doc.idx, doc.name, doc.format)
     if doc.format is None:
-        text = "".join((target if target is not None else source) + "\n" for source, target in rows)
+        text = "".join(
+            (target if target is not None else source) + "\n" for source, target, *_ in rows
+        )
         session.rollback()
         return Rendered(filename, MEDIA_TYPES["txt"], text.encode())
     stored = session.get(DocumentFile, (job.id, doc.idx))
@@ -90,14 +92,16 @@ def _render(session: Session, job: Job, doc) -> Rendered:
     original, options = stored.content, Options.from_json(stored.options)
     session.rollback()
     if doc.format == "txt":  # a .txt upload: its line endings and BOM are kept
-        lines = [target if target is not None else source for source, target in rows]
+        lines = [target if target is not None else source for source, target, *_ in rows]
         return Rendered(filename, MEDIA_TYPES["txt"], txt.merge(original, lines))
+    routed = job.min_score is not None
     content = render_document(
         doc.format,
         original,
-        [target for _, target in rows],
+        [target for _, target, *_ in rows],
         options,
         (job.source_lang, job.target_lang),
+        marks=[Mark(score, bool(review) if routed else None) for *_, score, review in rows],
     )
     return Rendered(filename, MEDIA_TYPES[doc.format], content)
 

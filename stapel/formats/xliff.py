@@ -12,6 +12,9 @@ kept; the file is written back as lxml serialises it (docs/formats.md: canonical
 - 2.x: every `<segment>` of a `<unit>` whose `translate` (inherited from `<file>` and
   `<group>`) is not "no"; `<ignorable>` is left alone. The segment gets
   `state="translated"`; a segment in state "final" is never touched.
+
+A segment's score and review flag (docs/quality.md) are written in each version's own
+terms by stapel/formats/xliffscores.py.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from dataclasses import dataclass
 
 from lxml import etree
 
+import stapel.formats.xliffscores as xliffscores
 import stapel.formats.xmlinline as xmlinline
 from stapel.formats.base import (
     FormatError,
     Limits,
+    Mark,
     Options,
     iter_ends,
     parse_xml,
@@ -47,6 +52,7 @@ class Slot:
 
     source: etree._Element
     write: Callable[[etree._Element, Flat, str], None]
+    mark: Callable[[Mark], None]
 
 
 def _local(elem: etree._Element) -> str:
@@ -139,12 +145,14 @@ def _unit_slots1(unit: etree._Element, options: Options) -> Iterator[Slot]:
     marks = [] if seg_source is None else _seg_marks(seg_source, q)
     if not marks:
         if options.overwrite_targets or xmlinline.content_is_empty(target):
-            yield Slot(source, _writer1(unit, source, q))
+            yield Slot(source, _writer1(unit, source, q), _marker1(unit, None, q))
         return
     for mark in marks:
         existing = None if target is None else _mark_by_mid(target, q, mark.get("mid"))
         if options.overwrite_targets or xmlinline.content_is_empty(existing):
-            yield Slot(mark, _mark_writer1(unit, seg_source, mark, q))
+            yield Slot(
+                mark, _mark_writer1(unit, seg_source, mark, q), _marker1(unit, mark.get("mid"), q)
+            )
 
 
 def _seg_marks(seg_source: etree._Element, q) -> list[etree._Element]:
@@ -250,7 +258,7 @@ def _unit_slots2(unit: etree._Element, options: Options) -> Iterator[Slot]:
             continue
         target = segment.find(q("target"))
         if options.overwrite_targets or xmlinline.content_is_empty(target):
-            yield Slot(source, _writer2(segment, source, q))
+            yield Slot(source, _writer2(segment, source, q), _marker2(unit, segment, q))
 
 
 def _translate_no(unit: etree._Element) -> bool:
@@ -272,6 +280,20 @@ def _writer2(segment, source, q) -> Callable[[etree._Element, Flat, str], None]:
         xmlinline.fill(target, text, flat)
 
     return write
+
+
+def _marker1(unit, mid: str | None, q) -> Callable[[Mark], None]:
+    def mark(found: Mark) -> None:
+        target = unit.find(q("target"))
+        if target is not None:
+            written = target if mid is None else _mark_by_mid(target, q, mid)
+            xliffscores.mark1(unit, target, written, mid, found, q)
+
+    return mark
+
+
+def _marker2(unit, segment, q) -> Callable[[Mark], None]:
+    return lambda found: xliffscores.mark2(unit, segment, found, q)
 
 
 def _flat(slot: Slot, version: str) -> Flat:
@@ -315,22 +337,31 @@ def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
 
 
 def merge(
-    data: bytes, targets: list[str | None], options: Options, langs: tuple[str, str], limits: Limits
+    data: bytes,
+    targets: list[str | None],
+    options: Options,
+    langs: tuple[str, str],
+    limits: Limits,
+    marks: list[Mark] | None = None,
 ) -> bytes:
-    """Return the file with each translated segment's target written."""
+    """Return the file with each translated segment's target written, and its mark."""
     tree, version = _tree(data)
     todo = iter(targets)
-    changed = False
+    marked = iter(marks or [])
+    written: list[tuple[Slot, Mark]] = []
     for slot in list(slots(tree, version, options)):
         flat = _flat(slot, version)
         if not flat.translatable:
             continue
-        text = next(todo, None)
+        text, found = next(todo, None), next(marked, Mark())
         if text is not None:
             slot.write(slot.source, flat, text)
-            changed = True
-    if not changed:
+            written.append((slot, found))
+    if not written:
         return data
+    # a unit's segments share one 1.2 target state: those to review are marked last, so win
+    for slot, found in sorted(written, key=lambda pair: bool(pair[1].review)):
+        slot.mark(found)
     _languages(tree.getroot(), version, langs)
     return xml_bytes(tree, data)
 

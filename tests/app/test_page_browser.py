@@ -21,6 +21,7 @@ from tests.factories import sentences
 from tests.formats.samples import PO, XLIFF12
 from tests.observability.test_flower_e2e import chromium  # noqa: F401 (a fixture)
 from tests.workers_proc import ServerThread, stack_worker
+from training.corpus import build_corpus
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -281,3 +282,43 @@ def test_a_named_memory_answers_and_the_origins_are_shown(browser, server, worke
     )
     result = api(server, api_key, f"/v1/jobs/{job['id']}/result").json()
     assert human in json.dumps(result, ensure_ascii=False)
+
+
+def test_scores_show_in_the_preview_and_review_is_counted(browser, server, worker, api_key):
+    """A job sent with a min_score: its segments for review and its distribution of
+    scores are on the card, and the preview marks each segment's score, those for
+    review highlighted, with the document's counts."""
+    expect = playwright_api.expect
+    user = Session(browser, server.url)
+    user.sign_in(api_key)
+    user.page.locator("#pair").select_option("en-de")
+    user.page.get_by_label("Send segments scored under this to review").fill("0.885")
+    lines = [english for english, _ in build_corpus(0, 12).test]  # the demo model's grammar
+    lines += ["runs we see green.", "small a dog runs we see."]  # outside it: under 0.5
+    job = user.upload([("scored.txt", "text/plain", ("\n".join(lines) + "\n").encode())])
+    assert job["min_score"] == 0.885
+    card = user.job(job["id"])
+    expect(card.locator(".badge")).to_have_text("succeeded", timeout=DEADLINE_MS)
+    marks = api(server, api_key, f"/v1/jobs/{job['id']}/result").json()["documents"][0][
+        "provenance"
+    ]
+    review = sum(m["review"] for m in marks)
+    assert 0 < review < len(lines), "the demo model scores these 0.88 to 0.90"
+    expect(card.locator(".job-origins")).to_contain_text(
+        f"for review {review} (score under 0.885)", timeout=DEADLINE_MS
+    )
+    below = api(server, api_key, f"/v1/jobs/{job['id']}/documents").json()["scores"]["below"]
+    assert below["0.5"] >= 2
+    expect(card.locator(".job-scores")).to_have_text(
+        "Machine translations scored under " + " · ".join(f"{b}: {n}" for b, n in below.items())
+    )
+    card.get_by_role("button", name="Show result").click()
+    rows = card.locator(".preview .segments li")
+    expect(rows).to_have_count(len(lines))
+    expect(card.locator(".segments li.review")).to_have_count(review)
+    for i, mark in enumerate(marks):
+        expect(rows.nth(i)).to_have_attribute("data-score", f"{mark['score']:.2f}")
+    under = sum(m["score"] < 0.885 for m in marks)
+    expect(card.locator(".score-counts")).to_have_text(
+        f"{under} of {len(lines)} scored segments under 0.885 · {review} for review"
+    )

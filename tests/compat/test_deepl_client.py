@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import deepl
 import pytest
+import requests
 from lxml import etree
 
 from stapel.keys import create_key
@@ -43,6 +44,22 @@ def test_translate_with_the_source_detected(translator, model_root):
     result = translator.translate_text(GERMAN, target_lang="EN-US")
     assert result.detected_source_lang == "DE"
     assert result.text == raw_translate(model_root / "de-en", [GERMAN])[0]
+
+
+def test_each_translation_carries_its_score_and_the_client_reads_past_it(
+    translator, live, live_key
+):
+    texts = sentences(3, seed=6)
+    raw = requests.post(
+        f"{live}/deepl/v2/translate",
+        headers={"Authorization": f"DeepL-Auth-Key {live_key}"},
+        json={"text": texts, "source_lang": "EN", "target_lang": "DE"},
+        timeout=60,
+    ).json()["translations"]
+    assert all(0 < t["score"] <= 1 for t in raw)
+    results = translator.translate_text(texts, source_lang="EN", target_lang="DE")
+    assert [r.text for r in results] == [t["text"] for t in raw]
+    assert [r.billed_characters for r in results] == [t["billed_characters"] for t in raw]
 
 
 def test_source_and_target_languages(translator):

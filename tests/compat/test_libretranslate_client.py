@@ -38,9 +38,22 @@ def test_translate_a_list_keeps_length_and_order(live, live_key, model_root):
         timeout=60,
     )
     assert response.status_code == 200, response.text
-    assert response.json() == {
-        "translatedText": raw_translate(model_root / "en-de", texts[:-1]) + [""]
-    }
+    body = response.json()
+    assert set(body) == {"translatedText", "score"}
+    assert body["translatedText"] == raw_translate(model_root / "en-de", texts[:-1]) + [""]
+    # each text's score, as /v1 gives it; the blank text has no words, so no score
+    assert all(0 < score <= 1 for score in body["score"][:-1]) and body["score"][-1] is None
+
+
+def test_the_client_reads_past_the_score(lt, live, live_key):
+    text = sentences(1, seed=5)[0]
+    raw = requests.post(
+        f"{live}/libretranslate/translate",
+        data={"q": text, "source": "en", "target": "de", "api_key": live_key},
+        timeout=60,
+    ).json()
+    assert 0 < raw["score"] <= 1
+    assert lt.translate(text, "en", "de", timeout=60) == raw["translatedText"]
 
 
 def test_auto_source_detects_each_item(live, live_key, model_root):

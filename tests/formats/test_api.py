@@ -144,3 +144,34 @@ def test_json_documents_come_back_as_text_files_with_safe_names(app, client, aut
     )
     assert archive.namelist() == ["_.._etc_cron.d_x", "intro.txt", "document-3.txt"]
     assert archive.read("intro.txt") == b"THE CAT SLEEPS.\n\n"
+
+
+def test_files_carry_each_segments_score_and_review(app, client, auth):
+    job_id = submit(client, auth, min_score="0.6", mark_fuzzy="false")
+    finish(app, job_id)
+    with app.extensions["stapel"].sessions() as s:  # XLIFF's two, then PO's four segments
+        for idx, score in enumerate([0.9, 0.4, 0.8, 0.3, 0.7, 0.95]):
+            s.execute(
+                update(Segment)
+                .where(Segment.job_id == job_id, Segment.idx == idx)
+                .values(score=score, review=score < 0.6)
+            )
+        s.commit()
+    xliff = client.get(f"/v1/jobs/{job_id}/result?format=file&document=0", headers=auth)
+    root = etree.fromstring(xliff.data)
+    ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
+    kept, review = (root.find(f".//x:trans-unit[@id='{i}']", ns) for i in ("1", "5"))
+    assert kept.find("x:alt-trans", ns).get("match-quality") == "90.0"
+    assert kept.find("x:target", ns).get("state") == "translated"
+    assert review.find("x:alt-trans", ns) is None  # its target is not the scored one
+    assert review.find("x:target", ns).get("state") == "needs-review-translation"
+    po = polib.pofile(
+        client.get(f"/v1/jobs/{job_id}/result?format=file&document=1", headers=auth).data.decode()
+    )
+    entries = [e for e in po if e.msgstr or e.msgstr_plural]
+    scored = {e.msgid: (e.tcomment, "fuzzy" in e.flags) for e in entries if e.tcomment}
+    assert scored == {
+        "The old man sees %s the small dog.": ("stapel-score: 0.80", False),
+        "%(count)d dog sleeps.": ("stapel-score: 0.30", True),  # its plural text's score
+        "We have bought {name} a new car.": ("stapel-score: 0.95", False),
+    }

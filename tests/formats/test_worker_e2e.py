@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polib
 import pytest
+from lxml import etree
 
 from tests.factories import wait_for
 from tests.formats.samples import PO, XLIFF12, docx, run, sample_docx
@@ -21,6 +22,7 @@ from tests.workers_proc import stack_worker
 
 pytestmark = pytest.mark.e2e
 MODELS = Path(__file__).resolve().parents[2] / "models"
+X1 = "urn:oasis:names:tc:xliff:document:1.2"
 
 
 @pytest.fixture
@@ -58,6 +60,14 @@ def test_documents_with_tags_come_back_translated(client, auth, worker):
     )
     word = zipfile.ZipFile(io.BytesIO(archive.read("letter.docx")))
     assert "<w:rPr><w:b/></w:rPr><w:t>alte Mann</w:t>" in word.read("word/document.xml").decode()
+    # each translated segment's score, as the worker stored it, in the file's own terms
+    qualities = [
+        float(alt.get("match-quality"))
+        for alt in etree.fromstring(archive.read("ui.xlf")).iter(f"{{{X1}}}alt-trans")
+    ]
+    assert len(qualities) == 2 and all(0 < q <= 100 for q in qualities)
+    comments = [e.tcomment for e in po if "fuzzy" in e.flags]  # the entries Stapel wrote
+    assert len(comments) == 3 and all(c.startswith("stapel-score: 0.") for c in comments)
 
 
 def test_tagged_documents_sent_again_come_from_the_cache_tags_in_place(app, client, auth, worker):
