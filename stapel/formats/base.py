@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import io
 import re
 import zipfile
@@ -51,6 +52,8 @@ class Limits:
     max_zip_ratio: int = 200
     """An entry that unpacks to more than this many times its packed size is a bomb (a
     Word document's XML packs 5-30 times; zeros pack a thousand times)."""
+    max_line_chars: int = 1 << 20
+    """A line of a line-based format (PO, SRT) is held whole while it is read."""
 
 
 class FormatError(Exception):
@@ -84,6 +87,70 @@ def decode_utf8(data: bytes) -> str:
         raise FormatError(
             f"not UTF-8 (bad byte at offset {exc.start})", line, column, code="invalid_encoding"
         ) from None
+
+
+PIECE = 1 << 16
+"""Bytes decoded at a time: a document's text is never held whole while it is read."""
+BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Where str.splitlines breaks a line."""
+
+
+def decode_pieces(data: bytes, encoding: str = "utf-8-sig") -> Iterator[str]:
+    """Yield data's text a piece at a time (a BOM dropped with utf-8-sig); a byte the
+    encoding cannot read is a FormatError with its line and column."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    for at in range(0, len(data) or 1, PIECE):
+        piece = data[at : at + PIECE]
+        try:
+            text = decoder.decode(piece, at + PIECE >= len(data))
+        except UnicodeDecodeError as exc:
+            bad = at + len(piece) - len(exc.object) + exc.start
+            name = "UTF-8" if encoding.startswith("utf-8") else encoding
+            raise FormatError(
+                f"not {name} (bad byte at offset {bad})", *_place(data, bad), code="invalid_encoding"
+            ) from None
+        if text:
+            yield text
+
+
+def _place(data: bytes, offset: int) -> tuple[int, int]:
+    """The 1-based (line, column) of a byte offset, counted without decoding the text
+    before it whole."""
+    start = data.rfind(b"\n", 0, offset) + 1
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    column = 1 + sum(
+        len(decoder.decode(data[at : min(at + PIECE, offset)]))
+        for at in range(start, offset, PIECE)
+    )
+    return data.count(b"\n", 0, offset) + 1, column
+
+
+def iter_lines(pieces: Iterable[str], max_chars: int) -> Iterator[str]:
+    """Yield the lines of text given in pieces, as str.splitlines(keepends=True) gives
+    them; a line longer than max_chars is refused before it is held whole."""
+    held: list[str] = []  # the start of a line that goes on in the next piece
+    size, line = 0, 1
+    for piece in pieces:
+        at = 0
+        if held and held[-1].endswith("\r"):  # a line break, unless a \n follows it
+            at = 1 if piece.startswith("\n") else 0
+            yield "".join(held) + piece[:at]
+            held, size, line = [], 0, line + 1
+        for match in BREAK.finditer(piece, at):
+            end = match.end()
+            if end == len(piece) and match.group() == "\r":
+                break  # perhaps the first half of a \r\n the pieces cut
+            if size + end - at > max_chars:
+                break
+            yield "".join(held) + piece[at:end] if held else piece[at:end]
+            held, size, line, at = [], 0, line + 1, end
+        if at < len(piece):
+            held.append(piece[at:])
+            size += len(piece) - at
+        if size > max_chars:
+            raise FormatError(f"a line is longer than {max_chars} characters; that is the limit", line)
+    if held:
+        yield "".join(held)
 
 
 class _RootReached(Exception):
