@@ -17,7 +17,17 @@ from types import ModuleType
 
 from stapel.exceptions import TooLarge, ValidationError
 from stapel.formats import docx, html, layout, po, pokeep, srt, xliff, xmlkeep
-from stapel.formats.base import FALSE_WORDS, OPTION_FIELDS, TRUE_WORDS, FormatError, Limits, Options
+from stapel.formats.base import (
+    FALSE_WORDS,
+    OPTION_FIELDS,
+    TRUE_WORDS,
+    FormatError,
+    Limits,
+    Options,
+    Source,
+    head,
+    whole,
+)
 from stapel.storable import unstorable
 
 __all__ = [
@@ -104,10 +114,10 @@ def sniff(data: bytes) -> str | None:
     return None
 
 
-def detect(name: str, data: bytes) -> str:
+def detect(name: str, data: Source) -> str:
     """Return the format of a file from its name, checked against its content."""
     suffix = PurePosixPath(name.lower()).suffix
-    sniffed = sniff(data)
+    sniffed = sniff(head(data, 4096))
     fmt = EXTENSIONS.get(suffix)
     if fmt is None and suffix in ("", ".xml") and sniffed in FORMATS:
         fmt = sniffed
@@ -130,9 +140,12 @@ def detect(name: str, data: bytes) -> str:
 
 
 def parse_document(
-    name: str, data: bytes, limits: Limits, options: Options | None = None
+    name: str, data: Source, limits: Limits, options: Options | None = None
 ) -> ParsedDocument:
     """Read one uploaded document (any format but .txt) into its segments.
+
+    A file is read from its start a piece at a time, and its bytes read whole only
+    once it is accepted: a refused one is never held (docs/design/parsing.md).
 
     Raises ValidationError (400: the file's name, line and column for malformed
     content, the accepted formats for an unknown or mismatched one) or TooLarge (413:
@@ -164,7 +177,7 @@ def parse_document(
                 f"file {name!r}: segment {i} contains {found}; it cannot be stored",
                 code="invalid_text",
             )
-    return ParsedDocument(name, fmt, segments, data, options)
+    return ParsedDocument(name, fmt, segments, whole(data), options)
 
 
 def _error(name: str, fmt: str, exc: FormatError) -> ValidationError | TooLarge:

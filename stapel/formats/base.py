@@ -9,6 +9,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import IO
 from xml.parsers import expat
 
 from lxml import etree
@@ -89,40 +90,79 @@ def decode_utf8(data: bytes) -> str:
         ) from None
 
 
+Source = bytes | IO[bytes]
+"""A document as the web has it: bytes, or a (spooled) file read from its start, so a
+document refused while it is read is never held whole."""
 PIECE = 1 << 16
-"""Bytes decoded at a time: a document's text is never held whole while it is read."""
+"""Bytes read and decoded at a time: a document's text is never held whole while it is read."""
 BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 """Where str.splitlines breaks a line."""
 
 
-def decode_pieces(data: bytes, encoding: str = "utf-8-sig") -> Iterator[str]:
-    """Yield data's text a piece at a time (a BOM dropped with utf-8-sig); a byte the
-    encoding cannot read is a FormatError with its line and column."""
+def read_pieces(source: Source, size: int = PIECE) -> Iterator[bytes]:
+    """Yield a document's bytes a piece at a time, from its start."""
+    if isinstance(source, bytes):
+        yield from (source[at : at + size] for at in range(0, len(source), size))
+        return
+    source.seek(0)
+    while piece := source.read(size):
+        yield piece
+
+
+def head(source: Source, size: int) -> bytes:
+    """A document's first bytes."""
+    return next(read_pieces(source, size), b"")
+
+
+def whole(source: Source) -> bytes:
+    """A document's bytes (read once it is accepted: they are stored)."""
+    if isinstance(source, bytes):
+        return source
+    source.seek(0)
+    return source.read()
+
+
+def decode_pieces(source: Source, encoding: str = "utf-8-sig") -> Iterator[str]:
+    """Yield a document's text a piece at a time (a BOM dropped with utf-8-sig); a byte
+    the encoding cannot read is a FormatError with its line and column."""
     decoder = codecs.getincrementaldecoder(encoding)()
-    for at in range(0, len(data) or 1, PIECE):
-        piece = data[at : at + PIECE]
+    done = 0
+
+    def decoded(piece: bytes, final: bool) -> str:
         try:
-            text = decoder.decode(piece, at + PIECE >= len(data))
+            return decoder.decode(piece, final)
         except UnicodeDecodeError as exc:
-            bad = at + len(piece) - len(exc.object) + exc.start
+            bad = done + len(piece) - len(exc.object) + exc.start
             name = "UTF-8" if encoding.startswith("utf-8") else encoding
             raise FormatError(
-                f"not {name} (bad byte at offset {bad})", *_place(data, bad), code="invalid_encoding"
+                f"not {name} (bad byte at offset {bad})",
+                *_place(source, bad),
+                code="invalid_encoding",
             ) from None
-        if text:
+
+    for piece in read_pieces(source):
+        if text := decoded(piece, False):
             yield text
+        done += len(piece)
+    if text := decoded(b"", True):
+        yield text
 
 
-def _place(data: bytes, offset: int) -> tuple[int, int]:
-    """The 1-based (line, column) of a byte offset, counted without decoding the text
-    before it whole."""
-    start = data.rfind(b"\n", 0, offset) + 1
+def _place(source: Source, offset: int) -> tuple[int, int]:
+    """The 1-based (line, column) of a byte offset, read a piece at a time."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    column = 1 + sum(
-        len(decoder.decode(data[at : min(at + PIECE, offset)]))
-        for at in range(start, offset, PIECE)
-    )
-    return data.count(b"\n", 0, offset) + 1, column
+    line, column, at = 1, 1, 0
+    for piece in read_pieces(source):
+        piece = piece[: offset - at]
+        text = decoder.decode(piece)
+        if newlines := text.count("\n"):
+            line, column = line + newlines, len(text) - text.rfind("\n")
+        else:
+            column += len(text)
+        at += len(piece)
+        if at >= offset:
+            break
+    return line, column
 
 
 def iter_lines(pieces: Iterable[str], max_chars: int) -> Iterator[str]:
@@ -148,7 +188,9 @@ def iter_lines(pieces: Iterable[str], max_chars: int) -> Iterator[str]:
             held.append(piece[at:])
             size += len(piece) - at
         if size > max_chars:
-            raise FormatError(f"a line is longer than {max_chars} characters; that is the limit", line)
+            raise FormatError(
+                f"a line is longer than {max_chars} characters; that is the limit", line
+            )
     if held:
         yield "".join(held)
 
@@ -296,9 +338,9 @@ def xml_bytes(tree: etree._ElementTree, original: bytes) -> bytes:
 class Zip:
     """A zip container checked against the limits before anything is unpacked."""
 
-    def __init__(self, data: bytes, limits: Limits) -> None:
+    def __init__(self, data: Source, limits: Limits) -> None:
         try:
-            self.file = zipfile.ZipFile(io.BytesIO(data))
+            self.file = zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data)
             infos = self.file.infolist()
         except (zipfile.BadZipFile, ValueError, OSError) as exc:
             raise FormatError(f"not a valid zip container ({exc})") from None

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, Limits, Options, decode_pieces, decode_utf8
+from stapel.formats.base import FormatError, Limits, Options, Source, decode_pieces, decode_utf8
 from stapel.formats.htmlruns import Attr, Run, Unit, iter_units, units
 
 SPACE = re.compile(r"\s+")
@@ -41,7 +41,7 @@ def segment(unit: Unit) -> str:
     return SPACE.sub(" ", "".join(parts)).strip(" ")
 
 
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
     """Return the segments of an HTML document, read as a stream as its bytes are
     decoded: a unit becomes its segment as it ends, the text before it is dropped, and
     reading stops once the segment limit is passed."""

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 import polib
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, Limits, Options, decode_pieces, iter_lines
+from stapel.formats.base import (
+    FormatError,
+    Limits,
+    Options,
+    Source,
+    decode_pieces,
+    head,
+    iter_lines,
+)
 
 PLACEHOLDER = re.compile(
     r"%(?:\([^)\s]+\))?[-+ #0]*(?:\d+\$)?(?:\*|\d+)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsa%]"
@@ -125,13 +133,13 @@ class _Handed:
 
 
 def read_entries(
-    data: bytes, take: Callable[[polib.POEntry], None], check: Callable[[], None], max_line: int
+    data: Source, take: Callable[[polib.POEntry], None], check: Callable[[], None], max_line: int
 ) -> None:
     """Read the file with polib's own parser, a line at a time as the bytes are decoded,
     handing each entry to `take` as it ends; `check` runs before each line and may stop
     the reading by raising. Only the current entry and line are held, where
     polib.pofile holds the text, its lines and every entry (about 25 times the file)."""
-    charset = _charset(data)
+    charset = _charset(head(data, 8192))
     parser = polib._POFileParser("\n", klass=_Handed)  # the same parser merge's pofile uses
     parser.instance.take = take
 
@@ -173,7 +181,7 @@ def decode(text: str, placeholders: list[str]) -> str:
     return inline.ANY_MARK.sub("", inline.MARKER.sub(back, text))
 
 
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
     """Return the texts to translate: each entry's msgid, and msgid_plural where it has one.
 
     Read entry by entry (read_entries), each freed once its texts are taken; more

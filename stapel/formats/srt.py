@@ -21,6 +21,7 @@ from stapel.formats.base import (
     FormatError,
     Limits,
     Options,
+    Source,
     decode_pieces,
     decode_utf8,
     iter_lines,
@@ -153,7 +154,7 @@ def rebreak(text: str, count: int) -> list[str]:
     return lines
 
 
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
     """Return each cue's text as one segment, read as the bytes are decoded: the file's
     text is never held whole, and reading stops past the segment limit."""
     lines = iter_lines(decode_pieces(data), limits.max_line_chars)

@@ -27,8 +27,10 @@ from stapel.formats.base import (
     FormatError,
     Limits,
     Options,
+    Source,
     iter_ends,
     parse_xml,
+    read_pieces,
     release,
     xml_bytes,
 )
@@ -283,7 +285,7 @@ def _flat(slot: Slot, version: str) -> Flat:
 UNITS = (f"{{{NS1}}}trans-unit", "trans-unit", f"{{{NS2}}}unit")
 
 
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
     """Return the sources of the segments to translate (with inline-code markers).
 
     Read as a stream (iter_ends): a unit becomes its segments when it ends and is then
@@ -291,8 +293,7 @@ def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
     """
     out: list[str] = []
     version = ""
-    chunks = (data[at : at + (1 << 16)] for at in range(0, len(data), 1 << 16))
-    for elem in iter_ends(chunks, UNITS, root=True):
+    for elem in iter_ends(read_pieces(data), UNITS, root=True):
         version = version or _version(elem.getroottree().getroot())
         if elem.getparent() is None:
             break  # the root, after every unit

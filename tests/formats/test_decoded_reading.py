@@ -8,12 +8,13 @@ for the same shapes (docs/design/parsing.md).
 
 from __future__ import annotations
 
+import tempfile
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from bench.parsing import html_paragraphs, po, srt
+from bench.parsing import docx_paragraphs, html_paragraphs, po, srt, xliff
 from stapel.exceptions import TooLarge, ValidationError
 from stapel.formats import Limits, Options, parse_document
 from stapel.formats.base import decode_pieces, iter_lines
@@ -47,6 +48,41 @@ def test_a_refused_text_document_is_never_decoded_whole(name, data):
             parse_document(name, data, Limits(max_segments=100))
 
     assert _peak(read) < MiB  # decoded whole it was at least the body
+
+
+REFUSED = {
+    "a.html": html_paragraphs(1_000_000),
+    "a.srt": srt(200_000),
+    "a.po": po(250_000),
+    "a.xlf": xliff(100_000),
+    "a.docx": docx_paragraphs(100_000),
+}
+
+
+def spooled(data: bytes) -> tempfile.SpooledTemporaryFile:
+    """The file as the multipart reader leaves it: spooled to disk past 1 MiB."""
+    file = tempfile.SpooledTemporaryFile(1 << 20)
+    file.write(data)
+    file.seek(0)
+    return file
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_a_refused_document_is_read_from_its_file_never_whole(name):
+    with spooled(REFUSED[name]) as file:
+
+        def read():
+            with pytest.raises(TooLarge, match="limit"):
+                parse_document(name, file, Limits(max_segments=100))
+
+        peak = _peak(read)
+    assert peak < MiB, f"{peak / MiB:.1f} MiB of a {len(REFUSED[name]) / MiB:.1f} MiB file"
+
+
+def test_an_accepted_document_keeps_the_bytes_of_its_file():
+    with spooled(srt(3)) as file:
+        parsed = parse_document("a.srt", file, Limits())
+    assert parsed.original == srt(3) and len(parsed.segments) == 3
 
 
 def test_an_accepted_po_costs_about_its_segments_not_its_entries():
