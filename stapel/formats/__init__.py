@@ -25,9 +25,8 @@ from stapel.formats.base import (
     Limits,
     Options,
     Source,
-    head,
-    whole,
 )
+from stapel.formats.reading import head, whole
 from stapel.storable import unstorable
 
 __all__ = [

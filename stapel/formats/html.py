@@ -22,8 +22,9 @@ import re
 from collections.abc import Iterator, Sequence
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, Limits, Options, Source, decode_pieces, decode_utf8
+from stapel.formats.base import FormatError, Limits, Options, Source, decode_utf8
 from stapel.formats.htmlruns import Attr, Run, Unit, iter_units, units
+from stapel.formats.reading import decode_pieces
 
 SPACE = re.compile(r"\s+")
 

@@ -19,15 +19,8 @@ from dataclasses import dataclass
 import polib
 
 import stapel.formats.inline as inline
-from stapel.formats.base import (
-    FormatError,
-    Limits,
-    Options,
-    Source,
-    decode_pieces,
-    head,
-    iter_lines,
-)
+from stapel.formats.base import FormatError, Limits, Options, Source
+from stapel.formats.reading import decode_pieces, head, iter_lines
 
 PLACEHOLDER = re.compile(
     r"%(?:\([^)\s]+\))?[-+ #0]*(?:\d+\$)?(?:\*|\d+)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsa%]"

@@ -17,15 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import stapel.formats.inline as inline
-from stapel.formats.base import (
-    FormatError,
-    Limits,
-    Options,
-    Source,
-    decode_pieces,
-    decode_utf8,
-    iter_lines,
-)
+from stapel.formats.base import FormatError, Limits, Options, Source, decode_utf8
+from stapel.formats.reading import decode_pieces, iter_lines
 
 TIMING = re.compile(
     r"^\s*\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}\s*-->\s*\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}"

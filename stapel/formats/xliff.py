@@ -30,10 +30,10 @@ from stapel.formats.base import (
     Source,
     iter_ends,
     parse_xml,
-    read_pieces,
     release,
     xml_bytes,
 )
+from stapel.formats.reading import read_pieces
 from stapel.formats.xmlinline import Flat
 
 NS1 = "urn:oasis:names:tc:xliff:document:1.2"

@@ -17,8 +17,8 @@ import pytest
 from bench.parsing import docx_paragraphs, html_paragraphs, po, srt, xliff
 from stapel.exceptions import TooLarge, ValidationError
 from stapel.formats import Limits, Options, parse_document
-from stapel.formats.base import decode_pieces, iter_lines
 from stapel.formats.po import encode, parse_po, units
+from stapel.formats.reading import decode_pieces, iter_lines
 from tests.formats.samples import PO
 
 CORPUS = Path(__file__).parent / "corpus"
