@@ -12,11 +12,12 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
+import polib
 import pytest
 
 from bench.parsing import docx_paragraphs, html_paragraphs, po, srt, xliff
 from stapel.exceptions import TooLarge, ValidationError
-from stapel.formats import Limits, Options, parse_document
+from stapel.formats import Limits, Options, parse_document, render_document
 from stapel.formats.po import encode, parse_po, units
 from stapel.formats.reading import decode_pieces, iter_lines
 from tests.formats.samples import PO
@@ -51,11 +52,11 @@ def test_a_refused_text_document_is_never_decoded_whole(name, data):
 
 
 REFUSED = {
-    "a.html": html_paragraphs(1_000_000),
-    "a.srt": srt(200_000),
-    "a.po": po(250_000),
-    "a.xlf": xliff(100_000),
-    "a.docx": docx_paragraphs(100_000),
+    "a.html": lambda: html_paragraphs(1_000_000),
+    "a.srt": lambda: srt(200_000),
+    "a.po": lambda: po(250_000),
+    "a.xlf": lambda: xliff(100_000),
+    "a.docx": lambda: docx_paragraphs(100_000),
 }
 
 
@@ -69,14 +70,15 @@ def spooled(data: bytes) -> tempfile.SpooledTemporaryFile:
 
 @pytest.mark.parametrize("name", REFUSED)
 def test_a_refused_document_is_read_from_its_file_never_whole(name):
-    with spooled(REFUSED[name]) as file:
+    data = REFUSED[name]()
+    with spooled(data) as file:
 
         def read():
             with pytest.raises(TooLarge, match="limit"):
                 parse_document(name, file, Limits(max_segments=100))
 
         peak = _peak(read)
-    assert peak < MiB, f"{peak / MiB:.1f} MiB of a {len(REFUSED[name]) / MiB:.1f} MiB file"
+    assert peak < MiB, f"{peak / MiB:.1f} MiB of a {len(data) / MiB:.1f} MiB file"
 
 
 def test_an_accepted_document_keeps_the_bytes_of_its_file():
@@ -135,3 +137,13 @@ def test_lines_read_in_pieces_are_the_lines_of_the_whole_text(size):
     pieces = [text[at : at + size] for at in range(0, len(text), size)]
     assert list(iter_lines(pieces, 100)) == text.splitlines(keepends=True)
     assert "".join(decode_pieces(b"\xef\xbb\xbf" + text.encode())) == text
+
+
+def test_writing_a_po_back_holds_no_more_than_two_files_entries_at_once():
+    """A download rebuilds the file with polib (docs/design/parsing.md): the original's,
+    the rewritten file's and the check's entries were held at once (5x one file's)."""
+    data = po(20_000)
+    targets: list[str | None] = [f"X {s}" for s in parse_document("a.po", data, Limits()).segments]
+    one = _peak(lambda: polib.pofile(data.decode()))
+    peak = _peak(lambda: render_document("po", data, targets, Options(), ("en", "de")))
+    assert peak <= 4 * one, f"{peak / one:.1f} times one file's entries"
