@@ -8,6 +8,7 @@ segment per line; XLIFF, PO, SRT, HTML and DOCX: stapel.formats). Document optio
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Collection
 from typing import IO
@@ -66,16 +67,16 @@ def parse_document(
     """Parse one uploaded file into a document of at most `room` segments.
 
     The one place a file's format decides how it is read: `.txt` line by line here,
-    every other accepted format whole by stapel.formats (it bounds containers itself).
+    every other accepted format by stapel.formats, from the file as it was spooled.
     """
     name = filename.replace("\\", "/").rsplit("/", 1)[-1][:MAX_NAME_CHARS] or f"file{i}"
     check_storable(name, f"file name {name!r}")
     if not name.lower().endswith(".txt"):  # XLIFF, PO, SRT, HTML, DOCX (stapel/formats)
         options = options or formats.Options()
         bounds = formats.Limits(limits.max_segment_chars, min(limits.max_segments, room))
-        data = content.read()
-        with parse_slot(len(data)):
-            doc = formats.parse_document(name, data, bounds, options)
+        size = content.seek(0, io.SEEK_END)
+        with parse_slot(size):  # read from its file: held whole only once accepted
+            doc = formats.parse_document(name, content, bounds, options)
         return DocumentSpec(name, doc.segments, doc.format, doc.original, options.as_json())
     layout = txt.Layout()
     lines = _txt_lines(name, content, limits, room, layout)

@@ -25,7 +25,9 @@ from stapel.formats.base import (
     Limits,
     Mark,
     Options,
+    Source,
 )
+from stapel.formats.reading import head, whole
 from stapel.storable import unstorable
 
 __all__ = [
@@ -115,10 +117,10 @@ def sniff(data: bytes) -> str | None:
     return None
 
 
-def detect(name: str, data: bytes) -> str:
+def detect(name: str, data: Source) -> str:
     """Return the format of a file from its name, checked against its content."""
     suffix = PurePosixPath(name.lower()).suffix
-    sniffed = sniff(data)
+    sniffed = sniff(head(data, 4096))
     fmt = EXTENSIONS.get(suffix)
     if fmt is None and suffix in ("", ".xml") and sniffed in FORMATS:
         fmt = sniffed
@@ -141,9 +143,12 @@ def detect(name: str, data: bytes) -> str:
 
 
 def parse_document(
-    name: str, data: bytes, limits: Limits, options: Options | None = None
+    name: str, data: Source, limits: Limits, options: Options | None = None
 ) -> ParsedDocument:
     """Read one uploaded document (any format but .txt) into its segments.
+
+    A file is read from its start a piece at a time, and its bytes read whole only
+    once it is accepted: a refused one is never held (docs/design/parsing.md).
 
     Raises ValidationError (400: the file's name, line and column for malformed
     content, the accepted formats for an unknown or mismatched one) or TooLarge (413:
@@ -175,7 +180,7 @@ def parse_document(
                 f"file {name!r}: segment {i} contains {found}; it cannot be stored",
                 code="invalid_text",
             )
-    return ParsedDocument(name, fmt, segments, data, options)
+    return ParsedDocument(name, fmt, segments, whole(data), options)
 
 
 def _error(name: str, fmt: str, exc: FormatError) -> ValidationError | TooLarge:

@@ -1,4 +1,5 @@
-"""What every document format shares: options, limits, errors, safe XML and zip reading."""
+"""What every document format shares: options, limits, errors, safe XML and zip reading
+(stapel/formats/reading.py reads text in pieces)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import IO
 from xml.parsers import expat
 
 from lxml import etree
@@ -73,6 +75,8 @@ class Limits:
     max_zip_ratio: int = 200
     """An entry that unpacks to more than this many times its packed size is a bomb (a
     Word document's XML packs 5-30 times; zeros pack a thousand times)."""
+    max_line_chars: int = 1 << 20
+    """A line of a line-based format (PO, SRT) is held whole while it is read."""
 
 
 class FormatError(Exception):
@@ -106,6 +110,11 @@ def decode_utf8(data: bytes) -> str:
         raise FormatError(
             f"not UTF-8 (bad byte at offset {exc.start})", line, column, code="invalid_encoding"
         ) from None
+
+
+Source = bytes | IO[bytes]
+"""A document as the web has it: bytes, or a (spooled) file read from its start, so a
+document refused while it is read is never held whole."""
 
 
 class _RootReached(Exception):
@@ -251,9 +260,9 @@ def xml_bytes(tree: etree._ElementTree, original: bytes) -> bytes:
 class Zip:
     """A zip container checked against the limits before anything is unpacked."""
 
-    def __init__(self, data: bytes, limits: Limits) -> None:
+    def __init__(self, data: Source, limits: Limits) -> None:
         try:
-            self.file = zipfile.ZipFile(io.BytesIO(data))
+            self.file = zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data)
             infos = self.file.infolist()
         except (zipfile.BadZipFile, ValueError, OSError) as exc:
             raise FormatError(f"not a valid zip container ({exc})") from None

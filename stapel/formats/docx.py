@@ -30,6 +30,7 @@ from stapel.formats.base import (
     FormatError,
     Limits,
     Options,
+    Source,
     Zip,
     iter_ends,
     parse_xml,
@@ -253,7 +254,7 @@ def _text(level, run: etree._Element | None, text: str) -> etree._Element | None
     return run
 
 
-def _open(data: bytes, limits: Limits) -> tuple[Zip, list[str]]:
+def _open(data: Source, limits: Limits) -> tuple[Zip, list[str]]:
     container = Zip(data, limits)
     names = container.names()
     if "word/document.xml" not in names:
@@ -272,7 +273,7 @@ def _paragraphs(tree: etree._ElementTree) -> list[Para]:
     return out
 
 
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
     """Return each paragraph with text, part by part, as a segment.
 
     Each part is read as a stream (iter_ends): a paragraph is turned into its segment

@@ -22,8 +22,9 @@ import re
 from collections.abc import Iterator, Sequence
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, Limits, Options, decode_utf8
+from stapel.formats.base import FormatError, Limits, Options, Source, decode_utf8
 from stapel.formats.htmlruns import Attr, Run, Unit, iter_units, units
+from stapel.formats.reading import decode_pieces
 
 SPACE = re.compile(r"\s+")
 
@@ -41,11 +42,12 @@ def segment(unit: Unit) -> str:
     return SPACE.sub(" ", "".join(parts)).strip(" ")
 
 
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
-    """Return the segments of an HTML document, read as a stream: a unit becomes its
-    segment as it ends, and reading stops once the segment limit is passed."""
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
+    """Return the segments of an HTML document, read as a stream as its bytes are
+    decoded: a unit becomes its segment as it ends, the text before it is dropped, and
+    reading stops once the segment limit is passed."""
     out: list[str] = []
-    for unit in iter_units(decode_utf8(data), max_chars=limits.max_segment_chars):
+    for unit in iter_units(decode_pieces(data), max_chars=limits.max_segment_chars):
         out.append(segment(unit))
         if len(out) > limits.max_segments:
             raise FormatError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from stapel.formats.base import FormatError
@@ -137,7 +137,9 @@ class _Walker:
     them); all it passes is then closed. docs/design/parsing.md has the figures.
     """
 
-    def __init__(self, text: str, keep: frozenset[str], max_codes: int | None = None) -> None:
+    def __init__(
+        self, text: str | Iterable[str], keep: frozenset[str], max_codes: int | None = None
+    ) -> None:
         self.text, self.keep, self.max_codes = text, keep, max_codes
         self.stack: list[Event] = []
         self.open: Counter[str] = Counter()
@@ -172,10 +174,9 @@ class _Walker:
         elif e.kind == "end":
             self._end(e)
         elif e.kind == "text":
-            raw = self.text[e.start : e.end]
-            self.run.pieces.append(Piece(e.start, e.end, html.unescape(raw)))
+            self.run.pieces.append(Piece(e.start, e.end, html.unescape(e.raw)))
         elif e.kind == "comment":
-            self._piece(e.start, e.end, "point")
+            self._piece(e, e.end, "point")
         else:
             self._end_run()
 
@@ -189,10 +190,10 @@ class _Walker:
         self._attributes(e)
         if e.tag in INLINE and e.kind == "start":
             self._push(e)
-            self.opened.append(self._piece(e.start, e.end, "open"))
+            self.opened.append(self._piece(e, e.end, "open"))
             self.opened[-1].tag = e.tag
         elif e.tag in POINTS or e.tag in INLINE:
-            self._piece(e.start, e.end, "point").space = e.tag == "br"
+            self._piece(e, e.end, "point").space = e.tag == "br"
         else:
             self._end_run()
             if e.kind == "start" and e.tag not in VOID:
@@ -217,11 +218,11 @@ class _Walker:
     def _whole(self, e: Event, end: int) -> None:
         """An element kept whole, from its start tag to `end`."""
         if e.tag in self.keep:
-            self._piece(e.start, end, "point")
+            self._piece(e, end, "point")
         elif e.tag in SKIP or e.tag not in INLINE | ATOMS | POINTS:
             self._end_run()
         else:
-            self._piece(e.start, end, "point")
+            self._piece(e, end, "point")
 
     def _push(self, e: Event) -> None:
         self.stack.append(e)
@@ -258,24 +259,22 @@ class _Walker:
             opener = self.opened.pop()
             self.run.pieces.append(Piece(e.start, e.end, kind="close", number=opener.number))
         else:  # opened before a block ended the run: half a pair, placed as such
-            self._piece(e.start, e.end, "close")
+            self._piece(e, e.end, "close")
 
-    def _piece(self, start: int, end: int, kind: str) -> Piece:
+    def _piece(self, e: Event, end: int, kind: str) -> Piece:
+        """A code from e's start to `end`."""
         self.codes += 1  # a close takes its opener's number: only new codes count
         if self.max_codes is not None and self.codes > self.max_codes:
             raise FormatError(
                 f"a paragraph holds more than {self.max_codes} tags: its segment would pass "
                 "the segment's character limit",
-                *self.position(start),
+                e.line,
+                e.column,
                 code="segment_too_long",
             )
-        piece = Piece(start, end, kind=kind, number=self.codes)
+        piece = Piece(e.start, end, kind=kind, number=self.codes)
         self.run.pieces.append(piece)
         return piece
-
-    def position(self, at: int) -> tuple[int, int]:
-        line = self.text.count("\n", 0, at) + 1
-        return line, at - self.text.rfind("\n", 0, at)
 
     def _attributes(self, e: Event) -> None:
         for name, value in e.attrs:
@@ -298,7 +297,7 @@ def units(text: str, keep: frozenset[str] = frozenset()) -> list[Unit]:
 
 
 def iter_units(
-    text: str, keep: frozenset[str] = frozenset(), max_chars: int | None = None
+    text: str | Iterable[str], keep: frozenset[str] = frozenset(), max_chars: int | None = None
 ) -> Iterator[Unit]:
     """Yield what `units` returns, each unit as soon as it ends (a document is never
     held as a list of its events or units). With max_chars, a run with more codes than

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import polib
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, Limits, Mark, Options, combined
+from stapel.formats.base import FormatError, Limits, Mark, Options, Source, combined
+from stapel.formats.reading import decode_pieces, head, iter_lines
 
 PLACEHOLDER = re.compile(
     r"%(?:\([^)\s]+\))?[-+ #0]*(?:\d+\$)?(?:\*|\d+)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsa%]"
@@ -96,15 +97,64 @@ def _translated(entry: polib.POEntry) -> bool:
     return bool(entry.msgstr) or any(entry.msgstr_plural.values())
 
 
+def texts(entry: polib.POEntry, options: Options) -> list[str]:
+    """The entry's texts to translate (msgid, then msgid_plural); none for the header,
+    an obsolete entry, or one translated already that the job keeps."""
+    if entry.obsolete or not entry.msgid:
+        return []
+    if _translated(entry) and not options.overwrite_targets:
+        return []
+    return [entry.msgid] + ([entry.msgid_plural] if entry.msgid_plural else [])
+
+
 def units(po: polib.POFile, options: Options) -> Iterator[Unit]:
     """Yield the entries to translate, in file order."""
     for entry in po:
-        if entry.obsolete or not entry.msgid:
-            continue
-        if _translated(entry) and not options.overwrite_targets:
-            continue
-        texts = [entry.msgid] + ([entry.msgid_plural] if entry.msgid_plural else [])
-        yield Unit(entry, texts)
+        if found := texts(entry, options):
+            yield Unit(entry, found)
+
+
+class _Handed:
+    """Stands in for the POFile polib's parser fills: each entry goes to `take` as it
+    ends, and nothing is kept."""
+
+    def __init__(self, **_kwargs: object) -> None:
+        self.header, self.fpath = "", None
+        self.take: Callable[[polib.POEntry], None] = lambda _entry: None
+
+    def append(self, entry: polib.POEntry) -> None:
+        self.take(entry)
+
+    def find(self, *_args: object, **_kwargs: object) -> None:
+        return None  # the header's metadata is not read here
+
+
+def read_entries(
+    data: Source, take: Callable[[polib.POEntry], None], check: Callable[[], None], max_line: int
+) -> None:
+    """Read the file with polib's own parser, a line at a time as the bytes are decoded,
+    handing each entry to `take` as it ends; `check` runs before each line and may stop
+    the reading by raising. Only the current entry and line are held, where
+    polib.pofile holds the text, its lines and every entry (about 25 times the file)."""
+    charset = _charset(head(data, 8192))
+    parser = polib._POFileParser("\n", klass=_Handed)  # the same parser merge's pofile uses
+    parser.instance.take = take
+
+    def lines(pieces: Iterable[str]) -> Iterator[str]:
+        for n, line in enumerate(iter_lines(pieces, max_line)):
+            check()
+            yield line.lstrip("\ufeff") if n == 0 else line
+
+    parser.fhandle = lines(decode_pieces(data, charset))
+    try:
+        parser.parse()
+    except FormatError as exc:
+        if exc.code == "invalid_encoding":
+            exc.message = f"not valid {charset} (the charset its header names)"
+        raise
+    except (OSError, ValueError) as exc:
+        found = SYNTAX_LINE.search(str(exc))
+        raise FormatError(f"malformed PO: {exc}", int(found.group(1)) if found else None) from None
 
 
 def encode(text: str) -> tuple[str, list[str]]:
@@ -128,22 +178,31 @@ def decode(text: str, placeholders: list[str]) -> str:
     return inline.ANY_MARK.sub("", inline.MARKER.sub(back, text))
 
 
-ENTRY = re.compile(rb"^[ \t]*(?:#~[ \t]*)?msgid[ \t]", re.MULTILINE)
-
-
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
     """Return the texts to translate: each entry's msgid, and msgid_plural where it has one.
 
-    The entries are counted on the bytes before polib builds them (a built entry costs
-    about a hundred times its text): more than the segment limit is refused unread.
+    Read entry by entry (read_entries), each freed once its texts are taken; more
+    entries than the segment limit (the header aside) or more texts are refused as
+    soon as they are read, so merge never builds more entries than an accepted file has.
     """
-    entries = sum(1 for _ in ENTRY.finditer(data))
-    if entries > limits.max_segments + 1:  # the header is an entry too
-        raise FormatError(
-            f"{entries} entries; the limit is {limits.max_segments}", code="too_many_segments"
-        )
-    po, _ = parse_po(data)
-    return [encode(text)[0] for unit in units(po, options) for text in unit.texts]
+    out: list[str] = []
+    seen = 0
+
+    def take(entry: polib.POEntry) -> None:
+        nonlocal seen
+        seen += 1
+        out.extend(encode(text)[0] for text in texts(entry, options))
+
+    def check() -> None:
+        if seen > limits.max_segments + 1 or len(out) > limits.max_segments:
+            raise FormatError(
+                f"more than {limits.max_segments} entries; that is the limit",
+                code="too_many_segments",
+            )
+
+    read_entries(data, take, check, limits.max_line_chars)
+    check()
+    return out
 
 
 def merge(

@@ -106,10 +106,12 @@ def restore(original: bytes, rewritten: bytes) -> bytes:
             continue
         out.append(_patched(block, b, new.wrapwidth))
     result = "".join(out).encode(charset)
+    wanted = [_content(e) for e in new_entries]
+    del old, new, old_entries, new_entries, lines, out  # the check's entries held alone
     try:
         check, _ = parse_po(result)
     except FormatError:
         return rewritten
-    if [_content(e) for e in check] != [_content(e) for e in new]:
+    if [_content(e) for e in check] != wanted:
         return rewritten
     return result

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import stapel.formats.inline as inline
-from stapel.formats.base import FormatError, Limits, Options, decode_utf8
+from stapel.formats.base import FormatError, Limits, Options, Source, decode_utf8
+from stapel.formats.reading import decode_pieces, iter_lines
 
 TIMING = re.compile(
     r"^\s*\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}\s*-->\s*\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}"
@@ -36,30 +37,16 @@ class Cue:
     """Each line's ending ("\\n", "\\r\\n" or "" at the end of the file)."""
 
 
-BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-"""Where str.splitlines breaks a line."""
-
-
-def _raw_lines(text: str) -> Iterator[str]:
-    """text.splitlines(keepends=True), one line at a time."""
-    at = 0
-    for match in BREAK.finditer(text):
-        yield text[at : match.end()]
-        at = match.end()
-    if at < len(text):
-        yield text[at:]
-
-
-def _pairs(text: str) -> Iterator[tuple[str, str]]:
-    """Each line of text without its ending, and the ending ("\n", "\r\n" or "")."""
-    for raw in _raw_lines(text):
+def _pairs(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Each line without its ending, and the ending ("\n", "\r\n" or "")."""
+    for raw in lines:
         line = raw.rstrip("\r\n")
         yield line, raw[len(line) :]
 
 
 def _lines(data: bytes) -> tuple[str, list[str], list[str]]:
     bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
-    pairs = list(_pairs(decode_utf8(data)))
+    pairs = list(_pairs(decode_utf8(data).splitlines(keepends=True)))
     return bom, [line for line, _ in pairs], [end for _, end in pairs]
 
 
@@ -160,10 +147,11 @@ def rebreak(text: str, count: int) -> list[str]:
     return lines
 
 
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
-    """Return each cue's text as one segment."""
-    text = decode_utf8(data)
-    return [encode(cue.lines)[0] for cue in cues(_pairs(text), limits.max_segments)]
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
+    """Return each cue's text as one segment, read as the bytes are decoded: the file's
+    text is never held whole, and reading stops past the segment limit."""
+    lines = iter_lines(decode_pieces(data), limits.max_line_chars)
+    return [encode(cue.lines)[0] for cue in cues(_pairs(lines), limits.max_segments)]
 
 
 def merge(

@@ -32,11 +32,13 @@ from stapel.formats.base import (
     Limits,
     Mark,
     Options,
+    Source,
     iter_ends,
     parse_xml,
     release,
     xml_bytes,
 )
+from stapel.formats.reading import read_pieces
 from stapel.formats.xmlinline import Flat
 
 NS1 = "urn:oasis:names:tc:xliff:document:1.2"
@@ -305,7 +307,7 @@ def _flat(slot: Slot, version: str) -> Flat:
 UNITS = (f"{{{NS1}}}trans-unit", "trans-unit", f"{{{NS2}}}unit")
 
 
-def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
+def extract(data: Source, options: Options, limits: Limits) -> list[str]:
     """Return the sources of the segments to translate (with inline-code markers).
 
     Read as a stream (iter_ends): a unit becomes its segments when it ends and is then
@@ -313,8 +315,7 @@ def extract(data: bytes, options: Options, limits: Limits) -> list[str]:
     """
     out: list[str] = []
     version = ""
-    chunks = (data[at : at + (1 << 16)] for at in range(0, len(data), 1 << 16))
-    for elem in iter_ends(chunks, UNITS, root=True):
+    for elem in iter_ends(read_pieces(data), UNITS, root=True):
         version = version or _version(elem.getroottree().getroot())
         if elem.getparent() is None:
             break  # the root, after every unit
