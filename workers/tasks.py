@@ -62,7 +62,10 @@ def translate_chunk(
     finally:
         for message, future in zip(taken, running, strict=True):
             if (error := future.exception()) is not None:  # waits; acked as a failed task is
-                log.error("taken chunk raised chunk_id=%s error=%s", message.chunk_id, repr(error))
+                # in the words Celery logs a delivered task's failure with
+                log.error(
+                    "Task %s[%s] raised unexpected: %r", TRANSLATE_TASK, message.task_id, error
+                )
         along.ack(taken)
 
 
