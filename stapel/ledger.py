@@ -11,6 +11,7 @@ figure back (`seed`), so a Redis loss never resets a quota or a bill.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from datetime import date, datetime, timezone
@@ -26,9 +27,20 @@ SLOTS = 64
 tenant's concurrent submissions queue for its lock on PostgreSQL (docs/security.md)."""
 
 
+_threads = itertools.count()
+_mine = threading.local()
+
+
 def _slot() -> int:
-    """This thread's row: threads of one process never share one, few of others do."""
-    return (os.getpid() * 7919 + threading.get_ident()) % SLOTS
+    """This thread's row: threads of one process never share one, few of others do.
+
+    Threads are numbered as they first write; Python's `get_ident()` is a stack
+    address, a multiple of 64, which put every thread of a process on one row.
+    """
+    slot = getattr(_mine, "slot", None)
+    if slot is None:
+        slot = _mine.slot = (os.getpid() * 7919 + next(_threads)) % SLOTS
+    return slot
 
 
 def utc_day(now: datetime) -> date:
