@@ -8,7 +8,7 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
-from stapel.kombu_redis import broker_url_for, transport_for
+from stapel.kombu_redis import transport_for
 from stapel.settings import Settings
 
 POOL_QUEUES = ("cpu", "gpu")
@@ -30,7 +30,7 @@ WATCHDOG_TASK = "stapel.watchdog"
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Return Celery's settings for this process (the web only sends; workers consume)."""
     return {
-        "broker_url": broker_url_for(settings.redis_url),
+        "broker_url": settings.redis_url,
         "broker_transport": transport_for(settings.redis_url),
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 4,

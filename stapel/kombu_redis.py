@@ -32,8 +32,8 @@ visibility timeout, and a chunk's task finds its chunk ended (every task is
 idempotent). A closing channel flushes first.
 
 `transport_for` names this transport for redis:// and rediss:// URLs, `SocketTransport`
-(the same channel) for a unix socket (unix:// or kombu's redis+socket://, given to kombu
-as `broker_url_for` writes it) and `SentinelTransport` for sentinel:// URLs.
+(the same channel) for a unix socket (unix://, the form redis-py reads too) and
+`SentinelTransport` for sentinel:// URLs.
 """
 
 from __future__ import annotations
@@ -159,9 +159,30 @@ class Transport(kombu_redis.Transport):
 
 
 class SocketTransport(Transport):
-    """`Transport` on a unix socket: kombu keeps the URL whole for `_connparams` to read."""
+    """`Transport` on a unix socket, from redis-py's URL (`unix:///path?db=N`).
+
+    Stapel's own Redis clients read that URL too. kombu reads a socket only from
+    `socket://<path>?virtual_host=<db>`, kept whole in the connection's hostname (its
+    `redis+socket://` would choose kombu's own transport over the one named).
+    """
 
     can_parse_url = True
+
+    def __init__(self, client, **kwargs) -> None:
+        client.hostname = _kombu_socket_url(client.hostname)
+        super().__init__(client, **kwargs)
+
+
+def _kombu_socket_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme != "unix":
+        return url
+    query = [
+        ("virtual_host" if key == "db" else key, value)
+        for key, value in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    tail = f"?{urlencode(query)}" if query else ""
+    return f"socket://{parts.netloc}{parts.path}{tail}"
 
 
 class SentinelChannel(Channel, kombu_redis.SentinelChannel):
@@ -181,25 +202,6 @@ TRANSPORTS = {
     "redis": TRANSPORT,
     "rediss": TRANSPORT,
     "unix": SOCKET_TRANSPORT,
-    "redis+socket": SOCKET_TRANSPORT,
     "sentinel": SENTINEL_TRANSPORT,
 }
 """URL scheme -> the transport `transport_for` names."""
-
-
-def broker_url_for(url: str) -> str:
-    """Return the broker URL kombu reads with `transport_for`'s transport.
-
-    A socket URL becomes kombu's `socket://<path>?virtual_host=<db>`: a `redis+` prefix
-    would choose kombu's own transport over the one named, and kombu knows no `unix://`
-    (redis-py's form, which Stapel's own Redis clients read).
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in ("unix", "redis+socket"):
-        return url
-    query = [
-        ("virtual_host" if key == "db" else key, value)
-        for key, value in parse_qsl(parts.query, keep_blank_values=True)
-    ]
-    tail = f"?{urlencode(query)}" if query else ""
-    return f"socket://{parts.netloc}{parts.path}{tail}"

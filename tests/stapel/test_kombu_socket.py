@@ -52,6 +52,7 @@ def _broker(url: str) -> Connection:
     """The broker connection Celery makes from the configuration of REDIS_URL=url."""
     config = celery_config(Settings.from_env({**os.environ, "REDIS_URL": url}))
     assert config["broker_transport"] == SOCKET_TRANSPORT
+    assert _answers(config["broker_url"])  # redis-py reads it too (stapel.broker's publisher)
     return Connection(config["broker_url"], transport=config["broker_transport"])
 
 
