@@ -171,3 +171,27 @@ def test_loop_adds_a_pod_when_the_pools_queued_work_has_no_live_consumer(
     assert published["unserved_starts"] == 1
     now[0] = 100.0
     assert loop.tick().replicas == 4  # the new pod has its grace to show up
+
+
+def test_a_pool_at_zero_with_unserved_work_is_patched_to_one_and_says_so(
+    kube, sessions, session, redis_client, caplog
+):
+    """A gpu pool scaled to zero: its first chunk waits with nobody to serve it. The
+    Deployment goes to one at once, with the warning and the count of such starts."""
+    kube.add_deployment("stapel-worker-gpu", 0, {"app.kubernetes.io/component": "worker-gpu"})
+    api = api_client_for(kube.url)
+    backend = KubernetesBackend(api, kube.namespace, "stapel-worker-gpu", "gpu", timeout_s=5)
+    limits = PoolLimits(min=0, max=2, standby=0, scale_down_delay_s=300)
+    loop = PoolLoop(PoolSettings("gpu", limits, deployment="stapel-worker-gpu"), backend,
+                    sessions, redis_client)  # fmt: skip
+    add_chunks(session, "gpu", [("queued", None)])
+    session.execute(update(Chunk).values(created_at=db_now(-60)))
+    session.commit()
+    caplog.set_level("WARNING", logger="autoscaler.loop")
+    try:
+        assert loop.tick().replicas == 1
+    finally:
+        api.close()
+    assert kube.deployments["stapel-worker-gpu"]["replicas"] == 1
+    assert json.loads(redis_client.get(AUTOSCALER_KEY + "gpu"))["unserved_starts"] == 1
+    assert "queued work has no live consumer, adding workers pool=gpu chunks=1" in caplog.text
