@@ -55,7 +55,8 @@ class PoolSettings:
 
 DEFAULT_LIMITS = {
     "cpu": PoolLimits(min=1, max=4, standby=1),
-    "gpu": PoolLimits(min=0, max=2, standby=0),
+    # a GPU node the cluster adds for a pod can take minutes to join
+    "gpu": PoolLimits(min=0, max=2, standby=0, unserved_grace_s=300.0),
 }
 
 
@@ -104,7 +105,7 @@ def _pool_from_env(env: dict, name: str) -> PoolSettings:
         ),
         chunks_per_worker=env_int(env, prefix + "CHUNKS_PER_WORKER", 1),
         queued_per_worker=env_int(env, prefix + "QUEUED_PER_WORKER", 1),
-        unserved_grace_s=env_float(env, prefix + "UNSERVED_GRACE_S", 60.0),
+        unserved_grace_s=env_float(env, prefix + "UNSERVED_GRACE_S", default.unserved_grace_s),
     )
     return PoolSettings(
         name=name,
