@@ -1,4 +1,5 @@
-"""The day's usage write on job storage: one row, a row per thread, or no write at all.
+"""The day's usage write on job storage: one row, a row per thread, the statement made per
+call, or no write at all.
 
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/scratch python -m bench.usage_rows
     python -m bench.usage_rows --threads 8 --seconds 6 --rounds 4
@@ -6,8 +7,9 @@
 Threads of one process store 3-segment jobs for one tenant (`stapel.jobs.store_job`,
 which adds the job's segments to the tenant's `usage_days` row before its commit) as
 fast as they can, in rounds that take turns: every write on one row (`one_row`), each
-thread on its own row (`per_thread`, what `stapel.ledger` does), and the write left out
-(`without`). Prints and writes jobs stored per second per round. The jobs stay in the
+thread on its own row (`per_thread`, what `stapel.ledger` does), the same with the
+upsert statement made at each call instead of once (`statement_per_call`), and the
+write left out (`without`). Prints and writes jobs stored per second per round. The jobs stay in the
 database: give it a scratch one (the URL's database is migrated to head).
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session, sessionmaker
 
 from bench.stamp import ROOT, run_path, write_run
@@ -29,9 +32,10 @@ from stapel import jobs, ledger
 from stapel.db import make_engine, make_session_factory
 from stapel.jobs import DocumentSpec, JobSpec
 from stapel.keys import create_key
+from stapel.tables import UsageDay
 
 SPEC = JobSpec("en", "de", [DocumentSpec(None, ["Hello world.", "A second one.", "Third."])])
-MODES = ("one_row", "per_thread", "without")
+MODES = ("one_row", "per_thread", "statement_per_call", "without")
 
 
 def _rate(sessions: sessionmaker[Session], tenant: str, threads: int, seconds: float) -> float:
@@ -52,11 +56,29 @@ def _rate(sessions: sessionmaker[Session], tenant: str, threads: int, seconds: f
     return sum(stored) / seconds
 
 
+def _add_making_the_statement(conn, tenant_id, day, *, segments=0, characters=0) -> None:
+    """`ledger.add` as it was: the upsert made at each call."""
+    statement = postgresql.insert(UsageDay).values(
+        tenant_id=tenant_id, day=day, slot=ledger._slot(), segments=segments, characters=characters
+    )
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[UsageDay.tenant_id, UsageDay.day, UsageDay.slot],
+            set_={
+                "segments": UsageDay.segments + statement.excluded.segments,
+                "characters": UsageDay.characters + statement.excluded.characters,
+            },
+        )
+    )
+
+
 def _mode(name: str) -> tuple[Callable, Callable[[], int]]:
     """Return (ledger.add, ledger._slot) for a mode."""
     add, slot = ledger.add, ledger._slot
     if name == "one_row":
         return add, lambda: 0
+    if name == "statement_per_call":
+        return _add_making_the_statement, slot
     if name == "without":
         return (lambda *_args, **_kwargs: None), slot
     return add, slot
