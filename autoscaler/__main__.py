@@ -25,7 +25,8 @@ Configured by the environment only:
   STAPEL_AUTOSCALER_BACKEND   local | kubernetes | dry-run (default dry-run)
   DATABASE_URL, REDIS_URL     the job store and the broker (presence records)
   STAPEL_<POOL>_MIN, _MAX, _STANDBY, _SCALE_DOWN_DELAY_S, _POLL_S,
-  _CHUNKS_PER_WORKER, _QUEUED_PER_WORKER, _DEPLOYMENT   per pool (CPU, GPU; MAX=0 disables)
+  _CHUNKS_PER_WORKER, _QUEUED_PER_WORKER, _UNSERVED_GRACE_S, _DEPLOYMENT
+                              per pool (CPU, GPU; MAX=0 disables)
   STAPEL_WORKER_CONCURRENCY   task threads of a worker the local backend starts
   STAPEL_K8S_NAMESPACE, STAPEL_K8S_TIMEOUT_S   the kubernetes backend
 Runs until SIGTERM or SIGINT."""

@@ -28,12 +28,13 @@ class PoolLimits:
     scale_down_delay_s: float = 300.0
     chunks_per_worker: int = 1
     queued_per_worker: int = 1
+    unserved_grace_s: float = 60.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.min <= self.max:
             raise ValueError(f"need 0 <= min <= max, got min={self.min} max={self.max}")
-        if self.standby < 0 or self.scale_down_delay_s < 0:
-            raise ValueError("standby and scale_down_delay_s must not be negative")
+        if self.standby < 0 or self.scale_down_delay_s < 0 or self.unserved_grace_s < 0:
+            raise ValueError("standby and the delays must not be negative")
         if self.chunks_per_worker < 1 or self.queued_per_worker < 1:
             raise ValueError("chunks_per_worker and queued_per_worker must be at least 1")
 
@@ -54,7 +55,8 @@ class PoolSettings:
 
 DEFAULT_LIMITS = {
     "cpu": PoolLimits(min=1, max=4, standby=1),
-    "gpu": PoolLimits(min=0, max=2, standby=0),
+    # a GPU node the cluster adds for a pod can take minutes to join
+    "gpu": PoolLimits(min=0, max=2, standby=0, unserved_grace_s=300.0),
 }
 
 
@@ -103,6 +105,7 @@ def _pool_from_env(env: dict, name: str) -> PoolSettings:
         ),
         chunks_per_worker=env_int(env, prefix + "CHUNKS_PER_WORKER", 1),
         queued_per_worker=env_int(env, prefix + "QUEUED_PER_WORKER", 1),
+        unserved_grace_s=env_float(env, prefix + "UNSERVED_GRACE_S", default.unserved_grace_s),
     )
     return PoolSettings(
         name=name,

@@ -17,6 +17,7 @@ from autoscaler.load import read_counts, worker_views
 from autoscaler.policy import Decision, Load, PolicyState, decide
 from stapel.metrics import publish_decision
 from stapel.presence import read_all
+from stapel.unserved import unserved_chunks
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,14 @@ class PoolLoop:
         self.redis, self.clock = redis_client, clock
         self.state = PolicyState()
         self._last_reason = ""
+        self.unserved_starts = 0
+        """Workers started because the pool's queued work had no live consumer."""
+        self._stuck_at_max = False
 
-    def _presence(self) -> dict[str, dict]:
+    def _presence(self) -> dict[str, dict] | None:
+        """Return the live workers' records; None when they could not be read."""
         if self.redis is None:
-            return {}
+            return None
         try:
             return read_all(self.redis)
         except (redis.RedisError, ValueError) as exc:
@@ -48,14 +53,19 @@ class PoolLoop:
                 self.pool.name,
                 exc,
             )
-            return {}
+            return None
 
     def tick(self) -> Decision | None:
         """Run one round; return the decision, or None when the data could not be read."""
         name = self.pool.name
+        presence = self._presence()
         try:
             with self.sessions() as session:
                 counts = read_counts(session, name)
+                # without presence nobody can be told live: no pool counts as unserved
+                unserved = (
+                    0 if presence is None else unserved_chunks(session, presence).get(name, 0)
+                )
         except SQLAlchemyError as exc:
             log.warning(
                 "database unavailable, skipping this tick pool=%s error=%s: %s",
@@ -66,11 +76,12 @@ class PoolLoop:
             return None
         try:
             current = self.backend.replicas()
-            views = worker_views(self.backend.workers(), counts.busy_workers, self._presence())
+            views = worker_views(self.backend.workers(), counts.busy_workers, presence or {})
         except BackendError as exc:
             log.warning("backend unavailable, skipping this tick pool=%s error=%s", name, exc)
             return None
-        load = Load(counts.running, counts.queued, sum(1 for v in views if v.busy > 0))
+        busy = sum(1 for v in views if v.busy > 0)
+        load = Load(counts.running, counts.queued, busy, unserved)
         decision = decide(load, current, self.pool.limits, self.clock(), self.state)
         if decision.changes(current):
             try:
@@ -84,7 +95,8 @@ class PoolLoop:
                 )
                 return decision
         self.state = decision.state
-        publish_decision(self.redis, name, current, decision.replicas)
+        self._report_unserved(unserved, current, decision.replicas)
+        publish_decision(self.redis, name, current, decision.replicas, self.unserved_starts)
         if decision.changes(current) or decision.reason != self._last_reason:
             log.info(
                 "decision pool=%s running=%d queued=%d busy=%d current=%d wanted=%d "
@@ -100,6 +112,29 @@ class PoolLoop:
             )
         self._last_reason = decision.reason
         return decision
+
+    def _report_unserved(self, unserved: int, current: int, replicas: int) -> None:
+        """Log (a warning) and count the workers added for queued work nobody consumes."""
+        if unserved and replicas > current:
+            self.unserved_starts += replicas - current
+            log.warning(
+                "queued work has no live consumer, adding workers pool=%s chunks=%d "
+                "current=%d set=%d",
+                self.pool.name,
+                unserved,
+                current,
+                replicas,
+            )
+        stuck = bool(unserved) and current >= self.pool.limits.max
+        if stuck and not self._stuck_at_max:
+            log.warning(
+                "queued work has no live consumer and the pool is at its max pool=%s "
+                "chunks=%d current=%d",
+                self.pool.name,
+                unserved,
+                current,
+            )
+        self._stuck_at_max = stuck
 
     def run(self, stop: threading.Event) -> None:
         """Tick every poll_s until stop is set; log and go on after any error."""

@@ -31,8 +31,9 @@ flush leaves those messages in `unacked`; they are delivered again after the
 visibility timeout, and a chunk's task finds its chunk ended (every task is
 idempotent). A closing channel flushes first.
 
-`broker_transport` is set to this transport only for redis:// and rediss:// URLs
-(`transport_for`); a Sentinel or socket URL keeps kombu's own.
+`transport_for` names this transport for redis:// and rediss:// URLs, `SocketTransport`
+(the same channel) for a unix socket (unix://, the form redis-py reads too) and
+`SentinelTransport` for sentinel:// URLs.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from queue import Empty
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
 from kombu.asynchronous import Hub
@@ -65,8 +66,8 @@ TRANSPORT = "stapel.kombu_redis:Transport"
 
 
 def transport_for(url: str) -> str | None:
-    """Return this transport's name for a plain Redis URL; None keeps kombu's choice."""
-    return TRANSPORT if urlsplit(url).scheme in ("redis", "rediss") else None
+    """Return the name of this module's transport for a Redis URL; None keeps kombu's."""
+    return TRANSPORTS.get(urlsplit(url).scheme)
 
 
 class QoS(kombu_redis.QoS):
@@ -155,3 +156,52 @@ class Transport(kombu_redis.Transport):
     def register_with_event_loop(self, connection, loop: Hub) -> None:
         self.stapel_hub = loop
         super().register_with_event_loop(connection, loop)
+
+
+class SocketTransport(Transport):
+    """`Transport` on a unix socket, from redis-py's URL (`unix:///path?db=N`).
+
+    Stapel's own Redis clients read that URL too. kombu reads a socket only from
+    `socket://<path>?virtual_host=<db>`, kept whole in the connection's hostname (its
+    `redis+socket://` would choose kombu's own transport over the one named).
+    """
+
+    can_parse_url = True
+
+    def __init__(self, client, **kwargs) -> None:
+        client.hostname = _kombu_socket_url(client.hostname)
+        super().__init__(client, **kwargs)
+
+
+def _kombu_socket_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme != "unix":
+        return url
+    query = [
+        ("virtual_host" if key == "db" else key, value)
+        for key, value in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    tail = f"?{urlencode(query)}" if query else ""
+    return f"socket://{parts.netloc}{parts.path}{tail}"
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """kombu's Sentinel channel with `Channel`'s shared client, close and acks."""
+
+
+class SentinelTransport(Transport, kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with `SentinelChannel`."""
+
+    Channel = SentinelChannel
+    default_port = kombu_redis.SentinelTransport.default_port
+
+
+SOCKET_TRANSPORT = "stapel.kombu_redis:SocketTransport"
+SENTINEL_TRANSPORT = "stapel.kombu_redis:SentinelTransport"
+TRANSPORTS = {
+    "redis": TRANSPORT,
+    "rediss": TRANSPORT,
+    "unix": SOCKET_TRANSPORT,
+    "sentinel": SENTINEL_TRANSPORT,
+}
+"""URL scheme -> the transport `transport_for` names."""

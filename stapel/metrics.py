@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import redis
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
@@ -133,16 +133,24 @@ def start_exporter(port: int, addr: str | None = None, tries: int = 16) -> int |
     return None
 
 
-def publish_decision(client: redis.Redis | None, pool: str, current: int, desired: int) -> None:
-    """Store a pool's last autoscaler decision for the web's /metrics (best effort)."""
+def publish_decision(
+    client: redis.Redis | None, pool: str, current: int, desired: int, unserved_starts: int = 0
+) -> None:
+    """Store a pool's last autoscaler decision for the web's /metrics (best effort).
+
+    unserved_starts counts the workers the autoscaler added, since it started, because
+    the pool's queued work had no live consumer.
+    """
     if client is None:
         return
+    record = {
+        "current": current,
+        "desired": desired,
+        "unserved_starts": unserved_starts,
+        "at": time.time(),
+    }
     try:
-        client.set(
-            AUTOSCALER_KEY + pool,
-            json.dumps({"current": current, "desired": desired, "at": time.time()}),
-            ex=AUTOSCALER_TTL_S,
-        )
+        client.set(AUTOSCALER_KEY + pool, json.dumps(record), ex=AUTOSCALER_TTL_S)
     except redis.RedisError as exc:
         log.debug("autoscaler decision not published pool=%s error=%s", pool, exc)
 
@@ -153,7 +161,7 @@ class StateCollector(Collector):
     def __init__(self, sessions: sessionmaker[Session], client: redis.Redis) -> None:
         self.sessions, self.redis = sessions, client
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         jobs = GaugeMetricFamily("stapel_jobs", "Jobs by state and pool", labels=["state", "pool"])
         depth = GaugeMetricFamily(
             "stapel_queue_depth", "Chunks queued (waiting for a worker)", labels=["pool"]
@@ -193,7 +201,7 @@ class StateCollector(Collector):
             memory.add_metric([], session.scalar(select(func.sum(Memory.entries))) or 0)
         yield from (cache, memory)
 
-    def _live(self) -> Iterator[GaugeMetricFamily]:
+    def _live(self) -> Iterator[Metric]:
         workers = GaugeMetricFamily(
             "stapel_workers", "Live workers (presence records)", labels=["pool"]
         )
@@ -208,6 +216,11 @@ class StateCollector(Collector):
         )
         actual = GaugeMetricFamily(
             "stapel_autoscaler_replicas", "Replicas the autoscaler saw", labels=["pool"]
+        )
+        rescued = CounterMetricFamily(
+            "stapel_autoscaler_unserved_starts",
+            "Workers the autoscaler added because queued work had no live consumer",
+            labels=["pool"],
         )
         unserved = GaugeMetricFamily(
             "stapel_queued_unserved_chunks",
@@ -238,11 +251,12 @@ class StateCollector(Collector):
         for pool, decision in decisions.items():
             desired.add_metric([pool], decision["desired"])
             actual.add_metric([pool], decision["current"])
+            rescued.add_metric([pool], decision.get("unserved_starts", 0))
         with self.sessions() as session:
             waiting = unserved_chunks(session, records)
         for pool in sorted({*POOL_QUEUES, *waiting}):
             unserved.add_metric([pool], waiting.get(pool, 0))
-        yield from (workers, models, busy, desired, actual, unserved)
+        yield from (workers, models, busy, desired, actual, rescued, unserved)
 
 
 def _epoch(value) -> float:

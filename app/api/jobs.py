@@ -9,10 +9,11 @@ import logging
 from collections.abc import Iterator
 from datetime import datetime
 
-from flask import Response, g, jsonify, request, stream_with_context
+from flask import Response, g, jsonify, request
 from sqlalchemy import Row
 
 from app.api.blueprints import v1
+from app.api.bodies import whole_or_stream
 from app.api.parsing import Limits, idempotency_key, parse_json
 from app.api.streams import read_json
 from app.api.uploads import parse_upload
@@ -180,11 +181,6 @@ def list_jobs():
 
 
 RESULT_FORMATS = ("json", "txt", "file", "xliff", "tmx")
-BUFFERED_SEGMENTS = 10_000
-"""A result of up to this many segments is read whole before its status is sent, so a
-database failure while reading it answers the API's 503, not a 200 whose body stops
-early. A longer one streams; a failure then breaks the chunked body without its last
-chunk, which every HTTP client reports as an error."""
 BILINGUAL = {
     "xliff": (bilingual.xliff, "application/xliff+xml", "xlf"),
     "tmx": (bilingual.tmx, "application/x-tmx+xml", "tmx"),
@@ -213,7 +209,7 @@ def get_result(job_id: str):
         write, mimetype, suffix = BILINGUAL[fmt]
         documents = jobs.iter_result(session, job, sources=True)
         response = Response(
-            _body(job, write(documents, job.source_lang, job.target_lang)),
+            whole_or_stream(job.segments_total, write(documents, job.source_lang, job.target_lang)),
             mimetype=mimetype,
             headers=headers,
         )
@@ -225,22 +221,16 @@ def get_result(job_id: str):
                 "format=txt needs a single-document job; use JSON for several documents",
                 code="invalid_format",
             )
-        return Response(_body(job, _txt(session, job)), mimetype="text/plain", headers=headers)
+        return Response(
+            whole_or_stream(job.segments_total, _txt(session, job)),
+            mimetype="text/plain",
+            headers=headers,
+        )
     return Response(
-        _body(job, _json(session, job, complete, _pivot(job))),
+        whole_or_stream(job.segments_total, _json(session, job, complete, _pivot(job))),
         mimetype="application/json",
         headers=headers,
     )
-
-
-def _body(job: Job, parts: Iterator[str] | Iterator[bytes]) -> str | bytes | Iterator:
-    """The whole body of a result up to BUFFERED_SEGMENTS segments, else its stream."""
-    if job.segments_total > BUFFERED_SEGMENTS:
-        return stream_with_context(parts)
-    read = list(parts)
-    if read and isinstance(read[0], bytes):
-        return b"".join(read)  # type: ignore[arg-type]
-    return "".join(read)  # type: ignore[arg-type]
 
 
 def _errors_by_document(session, job: Job) -> dict[int, list[dict]]:
@@ -268,7 +258,7 @@ def _file(session, job: Job, document: str | None, headers: dict) -> Response:
             )
         rendered = results.render(session, job, int(document))
     content = rendered.content
-    body = content if isinstance(content, bytes) else _body(job, content)
+    body = content if isinstance(content, bytes) else whole_or_stream(job.segments_total, content)
     response = Response(body, mimetype=rendered.media_type, headers=headers)
     response.headers.set("Content-Disposition", "attachment", filename=rendered.filename)
     return response

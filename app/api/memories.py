@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import IO
 
-from flask import Response, g, jsonify, request, stream_with_context, url_for
+from flask import Response, g, jsonify, request, url_for
 
 from app.api.blueprints import v1
+from app.api.bodies import whole_or_stream
 from app.api.parsing import offered_pairs
 from app.web import db_session, stapel
 from stapel import memories
@@ -119,15 +120,15 @@ def get_memory(memory_id: str):
 
 @v1.get("/memories/<memory_id>/tmx")
 def download_memory(memory_id: str):
-    """Stream the memory back as TMX 1.4."""
+    """Send the memory back as TMX 1.4 (whole up to BUFFERED_ITEMS units, else streamed)."""
     session = db_session()
     memory = memories.get(session, g.tenant_id, memory_id)
     src, tgt, name, mid = memory.source_lang, memory.target_lang, memory.name, memory.id
+    units = memory.entries
     session.rollback()
     documents = [(name, memories.iter_units(session, mid))]
-    response = Response(
-        stream_with_context(bilingual.tmx(documents, src, tgt)), mimetype="application/x-tmx+xml"
-    )
+    body = whole_or_stream(units, bilingual.tmx(documents, src, tgt))
+    response = Response(body, mimetype="application/x-tmx+xml")
     response.headers.set("Content-Disposition", "attachment", filename=f"{mid}.tmx")
     return response
 

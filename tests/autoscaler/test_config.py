@@ -11,7 +11,8 @@ def test_defaults():
     settings = AutoscalerSettings.from_env({})
     assert settings.backend == "dry-run"
     assert settings.pool("cpu").limits == PoolLimits(min=1, max=4, standby=1)
-    assert settings.pool("gpu").limits == PoolLimits(min=0, max=2, standby=0)
+    assert settings.pool("gpu").limits == PoolLimits(min=0, max=2, standby=0, unserved_grace_s=300)
+    assert settings.pool("cpu").limits.unserved_grace_s == 60
     assert settings.pool("gpu").deployment == "stapel-worker-gpu"
 
 
@@ -26,6 +27,7 @@ def test_per_pool_values():
             "STAPEL_CPU_POLL_S": "0.5",
             "STAPEL_GPU_MAX": "0",
             "STAPEL_GPU_QUEUED_PER_WORKER": "3",
+            "STAPEL_CPU_UNSERVED_GRACE_S": "20",
             "STAPEL_K8S_NAMESPACE": "mt",
         }
     )
@@ -33,6 +35,7 @@ def test_per_pool_values():
     assert (cpu.limits.min, cpu.limits.max, cpu.limits.standby) == (2, 6, 0)
     assert (cpu.limits.scale_down_delay_s, cpu.poll_s) == (2.5, 0.5)
     assert not gpu.enabled and gpu.limits.queued_per_worker == 3
+    assert cpu.limits.unserved_grace_s == 20
     assert settings.namespace == "mt"
 
 

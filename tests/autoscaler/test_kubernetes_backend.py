@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.orm import sessionmaker
 
 from autoscaler.backends.base import BackendError
@@ -14,6 +16,9 @@ from autoscaler.config import PoolLimits, PoolSettings
 from autoscaler.loop import PoolLoop
 from autoscaler.victims import BUSY_COST, WorkerView
 from stapel.db import make_engine, make_session_factory
+from stapel.metrics import AUTOSCALER_KEY
+from stapel.presence import presence_key, publish
+from stapel.tables import Chunk, db_now
 from tests.autoscaler.conftest import api_client_for
 from tests.autoscaler.rows import add_chunks
 from tests.factories import wait_for
@@ -134,3 +139,59 @@ def test_loop_skips_the_tick_when_the_db_is_down(backend, kube):
     loop = PoolLoop(POOL, backend, down, None)
     assert loop.tick() is None
     assert kube.requests == [], "no decision, and no call, on data it could not read"
+
+
+def test_loop_adds_a_pod_when_the_pools_queued_work_has_no_live_consumer(
+    backend, kube, sessions, session, redis_client
+):
+    """Three pods, one chunk queued a minute: its load wants three (1 + standby 2), but no
+    live worker of the cpu pool is there (the pods' workers are wedged or gone). Once the
+    grace is over the Deployment gets a fourth; a cpu worker's record keeps it at three."""
+    limits = PoolLimits(min=1, max=5, standby=2, scale_down_delay_s=300, unserved_grace_s=30)
+    pool = PoolSettings("cpu", limits, poll_s=0.05, deployment="stapel-worker-cpu")
+    now = [0.0]
+    loop = PoolLoop(pool, backend, sessions, redis_client, clock=lambda: now[0])
+    add_chunks(session, "cpu", [("queued", None)])
+    session.execute(update(Chunk).values(created_at=db_now(-60)))
+    session.commit()
+    publish(redis_client, "control@a", {"pool": "", "busy": 0})
+    publish(redis_client, "cpu@stapel-worker-cpu-0", {"pool": "cpu", "busy": 0})
+
+    for now[0] in (0.0, 30.0, 60.0):
+        assert loop.tick().replicas == 3  # served: the load's three
+    redis_client.delete(presence_key("cpu@stapel-worker-cpu-0"))  # its worker died
+    assert loop.tick().replicas == 3  # at 60: the grace starts
+    now[0] = 89.0
+    assert loop.tick().replicas == 3
+    now[0] = 90.0
+    decision = loop.tick()
+    assert (decision.replicas, decision.reason) == (4, "unserved")
+    assert kube.deployments["stapel-worker-cpu"]["replicas"] == 4
+    published = json.loads(redis_client.get(AUTOSCALER_KEY + "cpu"))
+    assert published["unserved_starts"] == 1
+    now[0] = 100.0
+    assert loop.tick().replicas == 4  # the new pod has its grace to show up
+
+
+def test_a_pool_at_zero_with_unserved_work_is_patched_to_one_and_says_so(
+    kube, sessions, session, redis_client, caplog
+):
+    """A gpu pool scaled to zero: its first chunk waits with nobody to serve it. The
+    Deployment goes to one at once, with the warning and the count of such starts."""
+    kube.add_deployment("stapel-worker-gpu", 0, {"app.kubernetes.io/component": "worker-gpu"})
+    api = api_client_for(kube.url)
+    backend = KubernetesBackend(api, kube.namespace, "stapel-worker-gpu", "gpu", timeout_s=5)
+    limits = PoolLimits(min=0, max=2, standby=0, scale_down_delay_s=300)
+    loop = PoolLoop(PoolSettings("gpu", limits, deployment="stapel-worker-gpu"), backend,
+                    sessions, redis_client)  # fmt: skip
+    add_chunks(session, "gpu", [("queued", None)])
+    session.execute(update(Chunk).values(created_at=db_now(-60)))
+    session.commit()
+    caplog.set_level("WARNING", logger="autoscaler.loop")
+    try:
+        assert loop.tick().replicas == 1
+    finally:
+        api.close()
+    assert kube.deployments["stapel-worker-gpu"]["replicas"] == 1
+    assert json.loads(redis_client.get(AUTOSCALER_KEY + "gpu"))["unserved_starts"] == 1
+    assert "queued work has no live consumer, adding workers pool=gpu chunks=1" in caplog.text

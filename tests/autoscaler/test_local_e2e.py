@@ -7,6 +7,7 @@ min. Every job must succeed with every chunk claimed once: no running chunk was 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
@@ -19,6 +20,7 @@ from autoscaler.loop import PoolLoop
 from stapel.db import make_session_factory
 from stapel.presence import read_all
 from stapel.tables import Chunk
+from tests.conftest import free_port
 from tests.factories import job_body, sentences, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -112,3 +114,47 @@ def test_backlog_grows_workers_to_max_then_back_to_min(
     assert len(chunks) == JOBS * SEGMENTS // CHUNK_SEGMENTS
     assert {c.attempts for c in chunks} == {1}, "a chunk was claimed twice: one was cut"
     assert len({c.worker for c in chunks}) > 1, "the backlog was shared by several workers"
+
+
+def test_a_worker_that_serves_nobody_gets_a_live_one_beside_it(
+    app, client, auth, engine, redis_client, local_backend, caplog
+):
+    """The pool's one worker cannot reach the broker (it retries forever and never
+    publishes its presence): the backend counts it, the load wants no more, and the
+    job's chunk waits. The loop sees the queued work unserved and starts a second
+    worker, which translates it; the first is left alone."""
+    limits = PoolLimits(min=1, max=2, standby=0, scale_down_delay_s=300, unserved_grace_s=1)
+    pool = PoolSettings("cpu", limits, poll_s=0.5)
+    right_env = local_backend.env
+    local_backend.env = {**right_env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    local_backend.scale(1, [])  # the wedged one
+    (wedged,) = local_backend.procs
+    local_backend.env = right_env
+    loop = PoolLoop(pool, local_backend, make_session_factory(engine), redis_client)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    caplog.set_level(logging.WARNING, logger="autoscaler.loop")
+    thread.start()
+    try:
+        response = client.post("/v1/jobs", json=job_body(sentences(20, seed=9)), headers=auth)
+        assert response.status_code == 202, response.get_json()
+        job_id = response.get_json()["id"]
+        wait_for(
+            lambda: (
+                client.get(f"/v1/jobs/{job_id}", headers=auth).get_json()["status"]
+                in ("succeeded", "failed")
+            ),
+            timeout=120,
+            interval=0.5,
+            what="the job to be translated by a worker started for it",
+        )
+    finally:
+        stop.set()
+        thread.join()
+        local_backend.procs[wedged].kill()  # its warm shutdown would wait for a broker
+    assert client.get(f"/v1/jobs/{job_id}", headers=auth).get_json()["status"] == "succeeded"
+    assert loop.unserved_starts == 1 and len(local_backend.procs) == 2
+    with make_session_factory(engine)() as session:
+        workers = {c.worker for c in session.scalars(select(Chunk)).all()}
+    assert workers and wedged not in workers
+    assert "queued work has no live consumer, adding workers pool=cpu" in caplog.text

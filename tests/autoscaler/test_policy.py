@@ -131,3 +131,53 @@ IDLE, BUSY3 = Load(), Load(running=3)
 )
 def test_decisions_over_time(start, steps, expected, limits):
     assert run(start, steps, limits) == expected
+
+
+UNSERVED = PoolLimits(min=1, max=4, standby=1, scale_down_delay_s=10, unserved_grace_s=30)
+WAITING = Load(queued=1, unserved=1)  # wants 2: one queued + the standby
+
+
+@pytest.mark.parametrize(
+    "start, steps, expected",
+    [
+        pytest.param(
+            2,
+            [(0, WAITING), (29, WAITING), (30, WAITING), (59, WAITING), (60, WAITING)],
+            [2, 2, 3, 3, 4],
+            id="workers that serve nobody: one more after each grace",
+        ),
+        pytest.param(
+            4,
+            [(0, Load(queued=4, unserved=4)), (30, Load(queued=4, unserved=4))],
+            [4, 4],
+            id="never past max",
+        ),
+        pytest.param(
+            0,
+            [(0, WAITING), (29, WAITING), (30, WAITING)],
+            [2, 2, 3],
+            id="a scale-up starts the grace again: the new workers get their time",
+        ),
+        pytest.param(
+            2,
+            [(0, WAITING), (20, Load(queued=1)), (40, WAITING), (69, WAITING), (70, WAITING)],
+            [2, 2, 2, 2, 3],
+            id="a consumer seen restarts the grace",
+        ),
+        pytest.param(
+            2,
+            [(0, Load(queued=1)), (300, Load(queued=1))],
+            [2, 2],
+            id="served work needs nothing more",
+        ),
+    ],
+)
+def test_unserved_work_adds_a_worker(start, steps, expected):
+    assert run(start, steps, UNSERVED) == expected
+
+
+def test_the_unserved_decision_names_its_reason():
+    first = decide(WAITING, 2, UNSERVED, now=0.0, state=PolicyState())
+    assert (first.replicas, first.reason) == (2, "steady")
+    second = decide(WAITING, 2, UNSERVED, now=30.0, state=first.state)
+    assert (second.replicas, second.reason) == (3, "unserved")

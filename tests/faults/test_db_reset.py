@@ -4,7 +4,7 @@ The Procfile's web (granian serving the app) runs on the suite's PostgreSQL data
 clients read a job's status and stream its result while the test terminates every
 backend of that database again and again (a failover or an operator's reset looks the
 same to the web). Each answer must be whole: a 200 with the full document or the API's
-JSON 503 with Retry-After (a result longer than app.api.jobs.BUFFERED_SEGMENTS streams,
+JSON 503 with Retry-After (a result longer than app.api.bodies.BUFFERED_ITEMS streams,
 and a failure then breaks the chunked body, which the client sees fail). Never a 500
 with an empty body after the view succeeded (a rollback in teardown), never a 200 whose
 body stops early.

@@ -25,7 +25,7 @@ def test_metrics_show_jobs_queue_depth_workers_and_autoscaler(client, auth, redi
         assert client.post("/v1/jobs", json=job_body(), headers=auth).status_code == 202
     publish(redis_client, "cpu-1@host", {"pool": "cpu", "busy": 1, "models": ["en-de"]})
     publish(redis_client, "control@host", {"pool": "", "busy": 0, "models": []})  # in no pool
-    metrics.publish_decision(redis_client, "cpu", current=1, desired=3)
+    metrics.publish_decision(redis_client, "cpu", current=1, desired=3, unserved_starts=2)
     response = client.get("/metrics")
     assert response.status_code == 200 and response.mimetype.startswith("text/plain")
     got = samples(response.get_data(as_text=True))
@@ -35,6 +35,7 @@ def test_metrics_show_jobs_queue_depth_workers_and_autoscaler(client, auth, redi
     assert got[("stapel_worker_models_loaded", (("pool", "cpu"), ("worker", "cpu-1@host")))] == 1
     assert got[("stapel_autoscaler_desired_replicas", (("pool", "cpu"),))] == 3
     assert got[("stapel_autoscaler_replicas", (("pool", "cpu"),))] == 1
+    assert got[("stapel_autoscaler_unserved_starts_total", (("pool", "cpu"),))] == 2
     posted = (
         "stapel_http_requests_total",
         (("endpoint", "/v1/jobs"), ("method", "POST"), ("status", "202")),

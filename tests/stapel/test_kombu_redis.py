@@ -9,7 +9,14 @@ from kombu import Connection
 from kombu.asynchronous import Hub
 
 from stapel.celery_config import celery_config
-from stapel.kombu_redis import TRANSPORT, Channel, transport_for
+from stapel.kombu_redis import (
+    SENTINEL_TRANSPORT,
+    SOCKET_TRANSPORT,
+    TRANSPORT,
+    Channel,
+    SentinelChannel,
+    transport_for,
+)
 from stapel.settings import Settings
 
 
@@ -18,12 +25,27 @@ from stapel.settings import Settings
     [
         ("redis://127.0.0.1:6379/0", TRANSPORT),
         ("rediss://cache.example:6380/1", TRANSPORT),
-        ("sentinel://sentinel.example:26379", None),
-        ("redis+socket:///run/redis.sock", None),
+        ("sentinel://sentinel.example:26379", SENTINEL_TRANSPORT),
+        ("sentinel://a:26379;sentinel://b:26379", SENTINEL_TRANSPORT),
+        ("redis+socket:///run/redis.sock", None),  # its prefix picks kombu's own anyway
+        ("unix:///run/redis.sock?db=2", SOCKET_TRANSPORT),
+        ("memory://", None),
     ],
 )
-def test_only_plain_redis_urls_get_the_shared_client_transport(url, expected):
+def test_every_redis_url_gets_a_transport_with_the_fixes(url, expected):
     assert transport_for(url) == expected
+
+
+def test_a_sentinel_connection_builds_stapels_channel_class():
+    conn = Connection(
+        "sentinel://127.0.0.1:1;sentinel://127.0.0.1:2",
+        transport=transport_for("sentinel://127.0.0.1:1"),
+        transport_options={"master_name": "stapel"},
+    )
+    assert conn.transport_cls == SENTINEL_TRANSPORT
+    assert conn.transport.Channel is SentinelChannel
+    assert conn.transport.default_port == 26379
+    assert conn.alt == ["sentinel://127.0.0.1:1", "sentinel://127.0.0.1:2"]
 
 
 def test_celery_is_configured_with_the_transport(redis_url):
