@@ -8,8 +8,8 @@ for the same shapes (docs/design/parsing.md).
 
 from __future__ import annotations
 
-import tempfile
 import gc
+import tempfile
 import tracemalloc
 from pathlib import Path
 
