@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import String, and_, case, cast, func, select, true, update
+from sqlalchemy import Executable, String, and_, bindparam, case, cast, func, select, true, update
 from sqlalchemy.orm import Session
 
 from stapel import endings, mtcache
@@ -36,7 +36,7 @@ from stapel.chunks import (
     pending_segments,
     segment_rows,
 )
-from stapel.db import among, pairs_among, with_retry
+from stapel.db import ids_in, pairs_in, pairs_param, with_retry
 from stapel.locking import job_status, lock_jobs, retry_conflicts
 from stapel.scores import bucket_counts
 from stapel.states import ACTIVE, ChunkOutcome, Origin, Status
@@ -82,36 +82,19 @@ def claim_chunks(
 
 @retry_conflicts
 def _claim_group(session: Session, ids: list[str], worker: str) -> dict[str, tuple[Claim, Pending]]:
-    jobs = dict(
-        session.execute(
-            select(_CHUNKS.c.id, _CHUNKS.c.job_id).where(among(session, _CHUNKS.c.id, ids))
-        ).all()
-    )
+    built = _built(session)
+    jobs: dict[str, str] = dict(session.execute(built.chunk_jobs, {"g_ids": ids}).all())
     session.commit()  # the claim's own transaction starts with the jobs' locks
     if not jobs:
         return {}
     lock_jobs(session, jobs.values())
     won: dict[str, str] = dict(
-        session.execute(
-            update(_CHUNKS)  # type: ignore[arg-type]
-            .where(among(session, _CHUNKS.c.id, jobs), _CHUNKS.c.status == Status.QUEUED.value)
-            .values(
-                status=Status.RUNNING.value,
-                attempts=_CHUNKS.c.attempts + 1,
-                claim_token=_new_token(session),
-                worker=worker,
-                heartbeat_at=db_now(),
-                error=None,
-            )
-            .returning(_CHUNKS.c.id, _CHUNKS.c.claim_token)
-        ).all()
+        session.execute(built.claim, {"g_ids": list(jobs), "g_worker": worker}).all()
     )
     if not won:
         session.rollback()
         return {}
-    rows = session.execute(
-        _CLAIMED_MANY.where(among(session, _CHUNKS.c.id, won)).order_by(_CHUNKS.c.id)
-    ).all()
+    rows = session.execute(built.claimed, {"g_ids": list(won)}).all()
     attempts: dict[str, int] = {}
     for row in rows:
         attempts[row.job_id] = max(attempts.get(row.job_id, 0), row.attempts)
@@ -126,10 +109,10 @@ def _claim_group(session: Session, ids: list[str], worker: str) -> dict[str, tup
     return {chunk_id: (claim, pending[chunk_id]) for chunk_id, claim in claims.items()}
 
 
-def _new_token(session: Session):
+def _new_token(dialect: str):
     """A new token for each row, made by the database: the statement stays the same for
     any group, where a token per row as a parameter made it a new one each time."""
-    if session.get_bind().dialect.name == "postgresql":
+    if dialect == "postgresql":
         return cast(func.gen_random_uuid(), String)
     return func.lower(func.hex(func.randomblob(16)))
 
@@ -143,26 +126,7 @@ def pending_of(session: Session, claims: Sequence[Claim]) -> dict[str, Pending]:
     found: dict[str, Pending] = {claim.chunk_id: [] for claim in claims}
     if not claims:
         return found
-    segments = _SEGMENTS.c
-    rows = session.execute(
-        select(_CHUNKS.c.id, segments.idx, segments.source)
-        .select_from(
-            _CHUNKS.join(
-                _SEGMENTS,
-                and_(
-                    segments.job_id == _CHUNKS.c.job_id,
-                    segments.idx >= _CHUNKS.c.first_segment,
-                    segments.idx < _CHUNKS.c.end_segment,
-                ),
-            )
-        )
-        .where(
-            among(session, _CHUNKS.c.id, [claim.chunk_id for claim in claims]),
-            segments.target.is_(None),
-            segments.error_code.is_(None),
-        )
-        .order_by(_CHUNKS.c.id, segments.idx)
-    )
+    rows = session.execute(_built(session).pending, {"g_ids": list(found)})
     for chunk_id, idx, source in rows:
         found[chunk_id].append((idx, source))
     return found
@@ -218,24 +182,9 @@ def _finish_group(session: Session, finishes: Sequence[Finish]) -> list[ChunkOut
         session.execute(_WRITE_SEGMENT, rows)
     _store_learned(session, finishes)
     owned = [(f.claim.chunk_id, f.claim.token) for f in finishes]
+    dialect = session.get_bind().dialect.name
     won = set(
-        session.execute(
-            update(_CHUNKS)  # type: ignore[arg-type]
-            .where(
-                pairs_among(session, _CHUNKS.c.id, _CHUNKS.c.claim_token, owned),
-                _CHUNKS.c.status == Status.RUNNING.value,
-            )
-            .values(
-                status=Status.SUCCEEDED.value,
-                finished_at=db_now(),
-                done=_CHUNKS.c.end_segment - _CHUNKS.c.first_segment,
-                from_memory=_count_of(Origin.MEMORY.value),
-                from_cache=_count_of(Origin.CACHE.value),
-                from_mt=_count_of(Origin.MT.value),
-                **{name: _count_of(None, counted) for name, counted in _SCORE_COUNTS.items()},
-            )
-            .returning(_CHUNKS.c.id)
-        ).scalars()
+        session.execute(_built(session).finish, pairs_param(dialect, "g_owned", owned)).scalars()
     )
     alone = sorted(
         {f.claim.job_id for f in finishes if f.claim.chunk_id in won and f.claim.chunks_total == 1}
@@ -267,29 +216,98 @@ _JOB_COUNTS_MANY = update(_JOBS).values(  # type: ignore[arg-type]
 )
 
 
-def _succeed_many(session: Session, job_ids: list[str]):
-    """endings.succeed for many jobs, telling which it ended (RETURNING)."""
-    return (
-        update(_JOBS)  # type: ignore[arg-type]
-        .where(among(session, _JOBS.c.id, job_ids), _JOBS.c.status.in_(ACTIVE))
-        .values(
-            status=Status.SUCCEEDED,
-            finished_at=db_now(),
-            segments_done=_JOBS.c.segments_total,
-            **on_final(),
-        )
-        .returning(_JOBS.c.id)
-    )
-
-
 def _end_only_chunks(session: Session, job_ids: list[str]) -> set[str]:
     """End the jobs whose one chunk this group just finished; return those it ended.
 
     Their counts are their chunk's (finish_chunk's `_JOB_COUNTS`); no chunk is counted."""
     if not job_ids:
         return set()
-    session.execute(_JOB_COUNTS_MANY.where(among(session, _JOBS.c.id, job_ids)))
-    return set(session.execute(_succeed_many(session, job_ids)).scalars())
+    built = _built(session)
+    session.execute(built.job_counts, {"g_jobs": job_ids})
+    return set(session.execute(built.succeed, {"g_jobs": job_ids}).scalars())
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """A group's statements, built once per dialect: their lists are parameters."""
+
+    chunk_jobs: Executable
+    claim: Executable
+    claimed: Executable
+    pending: Executable
+    finish: Executable
+    job_counts: Executable
+    succeed: Executable
+
+
+_BUILT: dict[str, _Statements] = {}
+
+
+def _built(session: Session) -> _Statements:
+    dialect = session.get_bind().dialect.name
+    built = _BUILT.get(dialect)
+    if built is None:
+        built = _BUILT[dialect] = _build(dialect)
+    return built
+
+
+def _build(dialect: str) -> _Statements:
+    chunk_ids = ids_in(dialect, _CHUNKS.c.id, "g_ids")
+    job_ids = ids_in(dialect, _JOBS.c.id, "g_jobs")
+    segments = _SEGMENTS.c
+    return _Statements(
+        chunk_jobs=select(_CHUNKS.c.id, _CHUNKS.c.job_id).where(chunk_ids),
+        claim=update(_CHUNKS)  # type: ignore[arg-type]
+        .where(chunk_ids, _CHUNKS.c.status == Status.QUEUED.value)
+        .values(
+            status=Status.RUNNING.value,
+            attempts=_CHUNKS.c.attempts + 1,
+            claim_token=_new_token(dialect),
+            worker=bindparam("g_worker"),
+            heartbeat_at=db_now(),
+            error=None,
+        )
+        .returning(_CHUNKS.c.id, _CHUNKS.c.claim_token),
+        claimed=_CLAIMED_MANY.where(chunk_ids).order_by(_CHUNKS.c.id),
+        pending=select(_CHUNKS.c.id, segments.idx, segments.source)
+        .select_from(
+            _CHUNKS.join(
+                _SEGMENTS,
+                and_(
+                    segments.job_id == _CHUNKS.c.job_id,
+                    segments.idx >= _CHUNKS.c.first_segment,
+                    segments.idx < _CHUNKS.c.end_segment,
+                ),
+            )
+        )
+        .where(chunk_ids, segments.target.is_(None), segments.error_code.is_(None))
+        .order_by(_CHUNKS.c.id, segments.idx),
+        finish=update(_CHUNKS)  # type: ignore[arg-type]
+        .where(
+            pairs_in(dialect, _CHUNKS.c.id, _CHUNKS.c.claim_token, "g_owned"),
+            _CHUNKS.c.status == Status.RUNNING.value,
+        )
+        .values(
+            status=Status.SUCCEEDED.value,
+            finished_at=db_now(),
+            done=_CHUNKS.c.end_segment - _CHUNKS.c.first_segment,
+            from_memory=_count_of(Origin.MEMORY.value),
+            from_cache=_count_of(Origin.CACHE.value),
+            from_mt=_count_of(Origin.MT.value),
+            **{name: _count_of(None, counted) for name, counted in _SCORE_COUNTS.items()},
+        )
+        .returning(_CHUNKS.c.id),
+        job_counts=_JOB_COUNTS_MANY.where(job_ids),
+        succeed=update(_JOBS)  # type: ignore[arg-type]
+        .where(job_ids, _JOBS.c.status.in_(ACTIVE))
+        .values(
+            status=Status.SUCCEEDED,
+            finished_at=db_now(),
+            segments_done=_JOBS.c.segments_total,
+            **on_final(),
+        )
+        .returning(_JOBS.c.id),
+    )
 
 
 def _outcome(session: Session, f: Finish, won: bool, succeeded: set[str]) -> ChunkOutcome:

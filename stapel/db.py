@@ -420,25 +420,43 @@ def affected(session: Session, statement: Executable, params: dict | None = None
     return cast(CursorResult, result).rowcount
 
 
-def among(session: Session, column: ColumnElement, values: Collection[str]) -> ColumnElement:
-    """`column IN values`; on PostgreSQL `column = ANY(array)`, one parameter.
+def ids_in(dialect: str, column: ColumnElement, name: str) -> ColumnElement:
+    """`column IN :name`, the list of strings given at execution (`ids_param`).
 
-    The statement's text is then the same for any number of values, so SQLAlchemy and
-    psycopg prepare it once: an IN list of 100 values is a new statement each time, and
-    psycopg parses every one anew (a fifth of a worker's group claim, in its profile).
+    On PostgreSQL it is `column = ANY(:name)`, one array parameter: the statement's text
+    is the same for any number of values, so SQLAlchemy compiles it once and psycopg
+    parses it once (an IN list of 100 values was a new statement every time, a fifth of
+    a worker's group claim in its profile). SQLite expands the list.
     """
+    if dialect == "postgresql":
+        return column == any_(bindparam(name, type_=ARRAY(String)))
+    return column.in_(bindparam(name, expanding=True))
+
+
+def pairs_in(dialect: str, first: ColumnElement, second: ColumnElement, name: str) -> ColumnElement:
+    """`(first, second) IN :name`, pairs of strings given at execution (`pairs_param`)."""
+    if dialect != "postgresql":
+        return tuple_(first, second).in_(bindparam(name, expanding=True))
+    return ids_in(dialect, first, f"{name}_first") & (
+        func.concat(first, PAIR_SEP, second) == any_(bindparam(name, type_=ARRAY(String)))
+    )
+
+
+PAIR_SEP = "\x1f"
+
+
+def pairs_param(dialect: str, name: str, pairs: Collection[tuple[str, str]]) -> dict:
+    """The parameters of `pairs_in(dialect, ..., name)` for these pairs."""
+    if dialect != "postgresql":
+        return {name: list(pairs)}
+    return {
+        f"{name}_first": sorted({a for a, _ in pairs}),
+        name: [f"{a}{PAIR_SEP}{b}" for a, b in pairs],
+    }
+
+
+def among(session: Session, column: ColumnElement, values: Collection[str]) -> ColumnElement:
+    """`column IN values` for a statement built on the spot (`ids_in` with the values)."""
     if session.get_bind().dialect.name == "postgresql":
         return column == any_(bindparam(None, list(values), type_=ARRAY(String)))
     return column.in_(list(values))
-
-
-def pairs_among(
-    session: Session, first: ColumnElement, second: ColumnElement, pairs: Collection[tuple]
-) -> ColumnElement:
-    """`(first, second) IN pairs` of strings, as `among` writes it on PostgreSQL."""
-    if session.get_bind().dialect.name != "postgresql":
-        return tuple_(first, second).in_(list(pairs))
-    joined = [f"{a}\x1f{b}" for a, b in pairs]
-    return among(session, first, {a for a, _ in pairs}) & (
-        func.concat(first, "\x1f", second) == any_(bindparam(None, joined, type_=ARRAY(String)))
-    )
