@@ -557,7 +557,10 @@ class Batcher:
             at = time.monotonic()
             try:
                 pending: list | Exception = self.translator.translate_batch(
-                    [item.tokens for item in batch], asynchronous=True, **self.options
+                    [item.tokens for item in batch],
+                    asynchronous=True,
+                    **target_prefixes(batch),
+                    **self.options,
                 )
             except Exception as exc:  # raised at once (a bad input): isolated when delivered
                 pending = exc
@@ -576,7 +579,7 @@ class Batcher:
                     if isinstance(pending, Exception):
                         raise pending
                     results = [result.result() for result in pending]
-                    texts = self.target.decode([r.hypotheses[0] for r in results])
+                    texts = decode_items(batch, [r.hypotheses[0] for r in results], self.codec)
                     outputs = with_scores(texts, results)
                 except Exception as exc:  # isolate what fails alone; the rest is delivered
                     self._failed(batch, exc)

@@ -33,9 +33,11 @@ DEFAULT_SPECIALS = frozenset({"<s>", "</s>", "<pad>", "<unk>", "<mask>"})
 
 
 ONE_BY_ONE = 8
-"""Lists up to this long are encoded and decoded a text at a time: SentencePiece starts
-a thread pool for every list call (one short sentence: about 170 us as a list of one,
-4 us alone, on 2 cores), which a chunk of one segment paid per job."""
+"""Lists up to this long are encoded and decoded a text at a time, longer ones in one
+call on one thread (`num_threads=1`, given with each call: the processor's own setting
+did not reach every list call). A list call costs a fixed 20-200 us however short the
+list (one short sentence: 4 us alone, on 2 cores), which a chunk of one segment paid
+per job."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Codec:
         if len(given) <= ONE_BY_ONE:
             pieces = [self.source.encode(text, out_type=str) for text in given]
         else:
-            pieces = self.source.encode(given, out_type=str)
+            pieces = self.source.encode(given, out_type=str, num_threads=1)
         return [[*self.head, *p, *self.suffix] for p in pieces]
 
     def keyed(self, tokens: list[str]) -> list[str]:
@@ -87,7 +89,7 @@ class Codec:
         if len(stripped) <= ONE_BY_ONE:
             texts = [self.target.decode(pieces) for pieces in stripped]
         else:
-            texts = self.target.decode(stripped)
+            texts = self.target.decode(stripped, num_threads=1)
         if self.argos:
             texts = [t.replace("\u2581", " ").replace("_", " ") for t in texts]
             return [t[1:] if t.startswith(" ") else t for t in texts]

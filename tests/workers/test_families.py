@@ -183,3 +183,17 @@ def test_inline_codes_come_back_through_a_multilingual_model(engine):
     assert out.count("\ufdd01\ufdd3") == 1 and out.count("\ufdd11\ufdd3") == 1
     plain = out.replace("\ufdd01\ufdd3", "").replace("\ufdd11\ufdd3", "")
     assert plain.strip() == engine.translate("de-fr", ["das Haus ist klein"])[0].strip()
+
+
+def test_the_queued_path_gives_and_strips_each_pairs_target(family_models, monkeypatch):
+    """A GPU's batcher queues batches (asynchronous=True) and delivers them on another
+    thread: it must give each piece its target language and decode as the other path."""
+    root, _ = family_models
+    options = {"compute_type": "float32", "max_decoding_length": STEPS, "threads": 1}
+    plain = Engine(root, batch_tokens=256, **options)
+    alone = {t: plain.translate(f"de-{t}", TEXTS, split_sentences=False) for t in ("fr", "en")}
+    monkeypatch.setattr("workers.engine.pick_in_flight", lambda device: 2)
+    queued = Engine(root, batch_tokens=256, **options)
+    assert queued.model("de-fr").batcher.in_flight == 2
+    got = {t: queued.translate(f"de-{t}", TEXTS, split_sentences=False) for t in ("fr", "en")}
+    assert got == alone
