@@ -1,7 +1,8 @@
 """Operator commands: `flask --app app keys create --tenant acme`, `keys revoke`, `keys list`,
 `jobs requeue ID`, `jobs cancel ID`, `jobs purge --older-than-days N`,
-`cache purge --tenant acme` (or `--shared`, `--expired`), `models` (what the model root
-serves, and what it cannot)."""
+`cache purge --tenant acme` (or `--shared`, `--expired`), `tenants min-score acme 0.5`
+(a tenant's default min_score), `models` (what the model root serves, and what it
+cannot)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from app.web import stapel
 from stapel import model_dirs, mtcache
 from stapel.admin import cancel_job, purge_jobs, requeue_job
 from stapel.broker import send_callback
-from stapel.exceptions import StapelError
+from stapel.exceptions import StapelError, ValidationError
 from stapel.keys import create_key, revoke_key
+from stapel.scores import set_tenant_min_score
 from stapel.states import CallbackStatus
 from stapel.tables import ApiKey, Tenant
 
@@ -78,7 +80,7 @@ def keys_list() -> None:
         )
 
 
-tenants = AppGroup("tenants", help="Tenants and their callback secrets.")
+tenants = AppGroup("tenants", help="Tenants: callback secrets, default min_score.")
 
 
 @tenants.command("secret")
@@ -90,6 +92,24 @@ def tenants_secret(name: str) -> None:
     if secret is None:
         raise click.ClickException(f"no tenant named {name!r}")
     click.echo(secret)
+
+
+@tenants.command("min-score")
+@click.argument("name")
+@click.argument("value")
+def tenants_min_score(name: str, value: str) -> None:
+    """Set NAME's default min_score (0 to 1) for /v1 jobs that name none; `off` clears it."""
+    try:
+        score = None if value == "off" else float(value)
+        with _session() as session:
+            found = set_tenant_min_score(session, name, score)
+    except (ValueError, ValidationError) as exc:
+        raise click.ClickException(
+            f"min_score must be a number from 0 to 1 or off: {exc}"
+        ) from None
+    if not found:
+        raise click.ClickException(f"no tenant named {name!r}")
+    click.echo(f"tenant={name} min_score={'off' if score is None else score}")
 
 
 jobs_group = AppGroup("jobs", help="Requeue, cancel and purge any tenant's jobs.")

@@ -13,17 +13,19 @@ segment is marked (`segments.review`). docs/design/scores.md has the interface.
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import Connection, case, func, select, update
 from sqlalchemy.orm import Session
 
 from stapel.exceptions import ValidationError
 from stapel.states import Origin
-from stapel.tables import Chunk
+from stapel.tables import Chunk, Tenant
 
 BUCKETS = (("under_30", 0.3), ("under_50", 0.5), ("under_70", 0.7))
 """(chunks column, threshold): each chunk counts its machine translations (`mt` and
@@ -150,3 +152,38 @@ def distribution(db: Session | Connection, job_id: str) -> Distribution:
     ).one()
     below = {str(t): int(n) for t, n in zip(THRESHOLDS, row[:-1], strict=True)}
     return Distribution(below, int(row[-1]))
+
+
+TENANT_CACHE_S = 5.0
+"""How long a process trusts a tenant's default min_score it read (a change made in
+another process is seen within this long; the process that makes it sees it at once)."""
+
+_tenant_defaults: dict[str, tuple[float | None, float]] = {}
+_tenant_lock = threading.Lock()
+
+
+def tenant_min_score(session: Session, tenant_id: str) -> float | None:
+    """Return the tenant's default min_score (None: it has none), read at most every
+    TENANT_CACHE_S per process so a submission pays no query for it."""
+    known = _tenant_defaults.get(tenant_id)
+    now = time.monotonic()
+    if known is not None and now - known[1] < TENANT_CACHE_S:
+        return known[0]
+    value = session.scalar(select(Tenant.min_score).where(Tenant.id == tenant_id))
+    with _tenant_lock:
+        if len(_tenant_defaults) >= 10_000:
+            _tenant_defaults.clear()
+        _tenant_defaults[tenant_id] = (value, now)
+    return value
+
+
+def set_tenant_min_score(session: Session, name: str, value: float | None) -> bool:
+    """Set (or with None clear) the named tenant's default min_score; False: no such tenant."""
+    check_min_score(value)
+    done = session.execute(
+        update(Tenant).where(Tenant.name == name).values(min_score=value).returning(Tenant.id)
+    ).scalar()
+    session.commit()
+    with _tenant_lock:
+        _tenant_defaults.clear()
+    return done is not None

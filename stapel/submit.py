@@ -13,7 +13,7 @@ import redis
 from celery import Celery
 from sqlalchemy.orm import Session
 
-from stapel import jobs, memories, metrics, mtcache, pivot, quotas
+from stapel import jobs, memories, metrics, mtcache, pivot, quotas, scores
 from stapel.broker import send_callback
 from stapel.dispatch import dispatch_stored
 from stapel.exceptions import StapelError
@@ -59,9 +59,13 @@ def submit(
     decided here once and stored on the job, so every later send uses it too;
     `fair_share=False` keeps the spec's priority (the interactive lane, stapel.interactive).
     """
-    if spec.min_score is None and spec.api is None and settings.default_min_score is not None:
-        # decided once, here: a later change of the setting leaves stored jobs as they are
-        spec = replace(spec, min_score=settings.default_min_score)
+    if spec.min_score is None and spec.api is None:
+        # decided once, here: a later change of a default leaves stored jobs as they are
+        default = scores.tenant_min_score(session, tenant_id)
+        if default is None:
+            default = settings.default_min_score
+        if default is not None:
+            spec = replace(spec, min_score=default)
     # No lookup of the Idempotency-Key first: the insert's unique constraint finds a
     # replay (store_job returns the stored job, and the reservation is given back), and
     # only a refused submission asks whether it was a replay, which gets its job back.

@@ -129,6 +129,8 @@ class Tenant(Base):
     name: Mapped[str] = mapped_column(String(100), unique=True)
     callback_secret: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    min_score: Mapped[float | None] = mapped_column(Float)
+    """The tenant's default min_score for /v1 jobs that name none (stapel.scores)."""
 
 
 class ApiKey(Base):

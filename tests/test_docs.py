@@ -199,7 +199,7 @@ def test_the_readme_shows_a_first_job():
 def test_every_flask_command_exists(app, path):
     missing = []
     for group, command in re.findall(
-        r"flask --app app ([a-z]+) ([a-z]+)", path.read_text(encoding="utf-8")
+        r"flask --app app ([a-z][a-z-]*) ([a-z][a-z-]*)", path.read_text(encoding="utf-8")
     ):
         found = app.cli.get_command(None, group)
         if found is None or command not in found.commands:

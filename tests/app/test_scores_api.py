@@ -61,3 +61,34 @@ def test_a_compat_dialects_job_is_not_routed_by_the_default(app):
         spec = jobs.JobSpec("en", "de", [jobs.DocumentSpec(None, ["hello"])], api="deepl")
         job = submit.submit(s, ext.redis, ext.celery, Room(), ext.settings, tenant, spec).job
         assert job.min_score is None and job.below_min_score is None
+
+
+def _min_score(client, auth, **fields) -> float | None:
+    created = client.post("/v1/jobs", json=job_body(**fields), headers=auth)
+    assert created.status_code == 202, created.get_json()
+    return created.get_json()["min_score"]
+
+
+def test_a_tenants_default_comes_before_the_operators(runner, client, auth):
+    """`flask --app app tenants min-score` sets a tenant's default; a job's own wins."""
+    assert _min_score(client, auth) == 0.6  # the operator's, until the tenant has one
+    result = runner.invoke(args=["tenants", "min-score", "acme", "0.35"])
+    assert result.exit_code == 0, result.output
+    assert "tenant=acme min_score=0.35" in result.output
+    assert _min_score(client, auth) == 0.35
+    assert _min_score(client, auth, min_score=0.8) == 0.8
+    assert runner.invoke(args=["tenants", "min-score", "acme", "off"]).exit_code == 0
+    assert _min_score(client, auth) == 0.6
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("acme", "1.5", "from 0 to 1"),
+        ("acme", "high", "from 0 to 1"),
+        ("nobody", "0.5", "no tenant"),
+    ],
+)
+def test_a_tenants_default_is_checked(runner, auth, name, value, said):
+    result = runner.invoke(args=["tenants", "min-score", name, value])
+    assert result.exit_code != 0 and said in result.output
