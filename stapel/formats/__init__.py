@@ -227,6 +227,9 @@ def render_document(
     (MARKED). A text format keeps the original's BOM, declaration, line endings and
     final newline.
     """
+    if fmt == "po":  # read and written entry by entry, the original's lines kept
+        out = pokeep.rewrite(original, targets, options, langs, limits or Limits(), marks)
+        return layout.keep(original, out)
     merge = FORMATS[fmt].merge
     if fmt in MARKED and marks is not None:
         out = merge(original, targets, options, langs, limits or Limits(), marks=marks)
@@ -234,6 +237,4 @@ def render_document(
         out = merge(original, targets, options, langs, limits or Limits())
     if fmt == "xliff" and out != original:
         out = xmlkeep.restore(original, out)
-    if fmt == "po" and out != original:
-        out = pokeep.restore(original, out)
     return out if fmt == "docx" else layout.keep(original, out)

@@ -55,7 +55,7 @@ Anything else (unicode_escape, punycode, idna ...) is a codec, not a text encodi
 can turn bytes into NULs or lone surrogates, or cost seconds of CPU per megabyte."""
 
 
-def _charset(data: bytes) -> str:
+def charset_of(data: bytes) -> str:
     match = CHARSET.search(data[:8192])
     name = match.group(1).decode("ascii", "replace") if match else "utf-8"
     if name.upper() == "CHARSET":
@@ -73,7 +73,7 @@ def _charset(data: bytes) -> str:
 
 
 def parse_po(data: bytes) -> tuple[polib.POFile, str]:
-    charset = _charset(data)
+    charset = charset_of(data)
     try:
         text = data.decode(charset)
     except (LookupError, UnicodeDecodeError):
@@ -130,20 +130,29 @@ class _Handed:
 
 
 def read_entries(
-    data: Source, take: Callable[[polib.POEntry], None], check: Callable[[], None], max_line: int
+    data: Source,
+    take: Callable[[polib.POEntry], None],
+    check: Callable[[], None],
+    max_line: int,
+    on_line: Callable[[str], None] | None = None,
 ) -> None:
     """Read the file with polib's own parser, a line at a time as the bytes are decoded,
     handing each entry to `take` as it ends; `check` runs before each line and may stop
-    the reading by raising. Only the current entry and line are held, where
-    polib.pofile holds the text, its lines and every entry (about 25 times the file)."""
-    charset = _charset(head(data, 8192))
+    the reading by raising; `on_line` sees each line before the parser does. Only the
+    current entry and line are held, where polib.pofile holds the text, its lines and
+    every entry (about 25 times the file)."""
+    charset = charset_of(head(data, 8192))
     parser = polib._POFileParser("\n", klass=_Handed)  # the same parser merge's pofile uses
     parser.instance.take = take
 
     def lines(pieces: Iterable[str]) -> Iterator[str]:
         for n, line in enumerate(iter_lines(pieces, max_line)):
             check()
-            yield line.lstrip("\ufeff") if n == 0 else line
+            if n == 0:
+                line = line.lstrip("\ufeff")
+            if on_line is not None:
+                on_line(line)
+            yield line
 
     parser.fhandle = lines(decode_pieces(data, charset))
     try:
@@ -213,34 +222,59 @@ def merge(
     limits: Limits,
     marks: list[Mark] | None = None,
 ) -> bytes:
-    """Return the PO file with each translated entry's msgstr (or plural msgstrs) filled."""
+    """Return the PO file with each translated entry's msgstr (or plural msgstrs) filled,
+    written whole by polib (stapel.formats.pokeep.rewrite keeps the original's lines)."""
     po, charset = parse_po(data)
-    match = NPLURALS.search(po.metadata.get("Plural-Forms", ""))
-    nplurals = int(match.group(1)) if match else 2
-    todo = iter(targets)
-    marked = iter(marks or [])
+    fill = Filler(targets, marks, options, plural_forms(po.metadata.get("Plural-Forms", "")))
     changed = False
-    for unit in list(units(po, options)):
-        outs = [next(todo, None) for _ in unit.texts]
-        found = combined([next(marked, Mark()) for _ in unit.texts])
-        if any(out is None for out in outs):
-            continue
-        texts = [
-            decode(out or "", encode(src)[1]) for out, src in zip(outs, unit.texts, strict=True)
-        ]
-        entry = unit.entry
-        if entry.msgid_plural:
-            slots = max(nplurals, len(entry.msgstr_plural), 1)
-            entry.msgstr_plural = {i: texts[0] if i == 0 else texts[-1] for i in range(slots)}
-        else:
-            entry.msgstr = texts[0]
-        if (options.mark_fuzzy or found.review) and "fuzzy" not in entry.flags:
-            entry.flags.append("fuzzy")
-        _score_comment(entry, found)
-        changed = True
+    for entry in po:
+        changed = fill(entry) or changed
     if not changed:
         return data
     return str(po).encode(charset)
+
+
+def plural_forms(header_value: str) -> int:
+    """The number of msgstr slots a plural entry has (the header's nplurals, else 2)."""
+    match = NPLURALS.search(header_value)
+    return int(match.group(1)) if match else 2
+
+
+class Filler:
+    """Fills each entry it is given, in file order, with its next targets and marks."""
+
+    def __init__(
+        self,
+        targets: list[str | None],
+        marks: list[Mark] | None,
+        options: Options,
+        nplurals: int,
+    ) -> None:
+        self.todo, self.marked = iter(targets), iter(marks or [])
+        self.options, self.nplurals = options, nplurals
+
+    def __call__(self, entry: polib.POEntry) -> bool:
+        """Fill the entry if it is one to translate and all its targets are there;
+        return whether it changed."""
+        found_texts = texts(entry, self.options)
+        if not found_texts:
+            return False
+        outs = [next(self.todo, None) for _ in found_texts]
+        found = combined([next(self.marked, Mark()) for _ in found_texts])
+        if any(out is None for out in outs):
+            return False
+        filled = [
+            decode(out or "", encode(src)[1]) for out, src in zip(outs, found_texts, strict=True)
+        ]
+        if entry.msgid_plural:
+            slots = max(self.nplurals, len(entry.msgstr_plural), 1)
+            entry.msgstr_plural = {i: filled[0] if i == 0 else filled[-1] for i in range(slots)}
+        else:
+            entry.msgstr = filled[0]
+        if (self.options.mark_fuzzy or found.review) and "fuzzy" not in entry.flags:
+            entry.flags.append("fuzzy")
+        _score_comment(entry, found)
+        return True
 
 
 def _score_comment(entry: polib.POEntry, found: Mark) -> None:

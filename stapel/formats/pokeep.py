@@ -10,10 +10,16 @@ file is returned.
 
 from __future__ import annotations
 
+import hashlib
+
 import polib
 
-from stapel.formats.base import FormatError
+from stapel.formats import po
+from stapel.formats.base import FormatError, Limits, Mark, Options
 from stapel.formats.po import parse_po
+
+WRAP = polib.POFile().wrapwidth
+"""The line width polib writes a changed entry's msgstr at (its POFile's default)."""
 
 
 def _same(a: polib.POEntry, b: polib.POEntry) -> bool:
@@ -115,3 +121,128 @@ def restore(original: bytes, rewritten: bytes) -> bytes:
     if [_content(e) for e in check] != wanted:
         return rewritten
     return result
+
+
+def rewrite(
+    original: bytes,
+    targets: list[str | None],
+    options: Options,
+    langs: tuple[str, str],
+    limits: Limits,
+    marks: list[Mark] | None = None,
+) -> bytes:
+    """Return the PO file with its targets filled, every line of the original kept where
+    `restore` keeps it, read and written entry by entry.
+
+    Each entry is filled (po.Filler) and written as soon as the next one starts, from
+    the original's lines of its block (`_patched` where it changed), so only one entry
+    and its lines are held, where merge then restore held polib's entries for the file
+    three times (about 80 times the file). The result is read back entry by entry and
+    must hold the entries intended (a digest of each one's content); where it does not,
+    or the original's entries carry no line numbers, merge and restore build it whole.
+    """
+    kept = _rewritten(original, targets, options, limits, marks)
+    if kept is not None:
+        return kept
+    out = po.merge(original, targets, options, langs, limits, marks=marks)
+    return out if out == original else restore(original, out)
+
+
+def _rewritten(
+    original: bytes,
+    targets: list[str | None],
+    options: Options,
+    limits: Limits,
+    marks: list[Mark] | None,
+) -> bytes | None:
+    charset = po.charset_of(original)
+    state = _Stream(po.Filler(targets, marks, options, 2))
+    try:
+        po.read_entries(original, state.take, lambda: None, limits.max_line_chars, state.line)
+    except FormatError:
+        return None
+    if not state.finish():
+        return None
+    if not state.changed:
+        return original
+    result = "".join(state.out).encode(charset)
+    state.out = []
+    check = _Digest()
+    try:
+        po.read_entries(result, check.take, lambda: None, limits.max_line_chars)
+    except FormatError:
+        return None
+    return result if check.digest.digest() == state.wanted.digest() else None
+
+
+class _Digest:
+    """A running digest of the entries read, in order (what they hold, not how)."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.sha256()
+
+    def take(self, entry: polib.POEntry) -> None:
+        self.digest.update(repr(_content(entry)).encode())
+
+
+class _Stream:
+    """The rewrite's state: the original's lines not written yet, the entry before the
+    one being read, the pieces written, and a digest of the entries intended."""
+
+    def __init__(self, fill: po.Filler) -> None:
+        self.fill = fill
+        self.lines: list[str] = []
+        self.first = 1
+        """The line number of lines[0] (1-based, as polib counts)."""
+        self.seen = 0
+        self.last: polib.POEntry | None = None
+        self.last_start = 0
+        self.out: list[str] = []
+        self.wanted = hashlib.sha256()
+        self.changed = False
+        self.broken = False
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+        self.seen += 1
+
+    def take(self, entry: polib.POEntry) -> None:
+        # polib numbers an entry by the line that starts it, except the first: its
+        # block starts the file (comments before it are its own)
+        start = 1 if self.last is None else entry.linenum
+        if start is None or (self.last is not None and start <= self.last_start):
+            self.broken = True
+        if self.last is not None and not self.broken:
+            self._write(self.last, self.last_start, start)
+        self.last, self.last_start = entry, start
+
+    def finish(self) -> bool:
+        """Write the last entry and what follows it; False: the lines could not be cut."""
+        if self.last is not None and not self.broken:
+            self._write(self.last, self.last_start, self.first + len(self.lines))
+        if self.broken:
+            return False
+        self.out.append("".join(self.lines))
+        self.lines = []
+        return True
+
+    def _write(self, entry: polib.POEntry, begin: int, end: int) -> None:
+        """Write the entry's block (its lines from `begin` up to `end`), filled."""
+        start = begin - self.first
+        stop = end - self.first
+        if start < 0 or stop < start or stop > len(self.lines):
+            self.broken = True
+            return
+        self.out.append("".join(self.lines[:start]))
+        block = self.lines[start:stop]
+        if not entry.msgid and not entry.obsolete:  # the header: its nplurals fill the rest
+            self.fill.nplurals = po.plural_forms(entry.msgstr)
+        before = _content(entry)
+        if self.fill(entry) and _content(entry) != before:
+            self.changed = True
+            self.out.append(_patched(block, entry, WRAP))
+        else:
+            self.out.append("".join(block))
+        self.wanted.update(repr(_content(entry)).encode())
+        del self.lines[:stop]
+        self.first = end

@@ -384,3 +384,18 @@ def record(report_path: Path, config: str, figures: Figures) -> None:
     entry["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     data.setdefault(config, {})[figures.scenario] = entry
     report_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def killed_by_hook(stack, fault: str, said: str, concurrency: int) -> GroupWorker:
+    """Start a worker with the test hook `fault` (workers/faults.py) on the jobs queued
+    in stack; wait for the hook to kill it and check its log says `said`."""
+    victim = GroupWorker(
+        {**stack.env, "STAPEL_TEST_FAULT": fault},
+        stack.log_dir,
+        concurrency=concurrency,
+        name="victim",
+    ).launch()
+    stack.workers.append(victim)
+    wait_for(lambda: not victim.alive(), timeout=DEADLINE_S, what="the hook to kill the worker")
+    assert said in victim.full_log()
+    return victim

@@ -14,9 +14,7 @@ import time
 
 import pytest
 
-from tests.factories import wait_for
-from tests.faults.harness import DEADLINE_S
-from tests.faults.procs import GroupWorker
+from tests.faults.harness import killed_by_hook
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -27,16 +25,8 @@ JOBS = 24
 def test_a_worker_killed_inside_a_group_claim_loses_nothing(make_stack, reference, report):
     stack = make_stack()
     ids = stack.submit([1] * JOBS)  # no worker yet: every message waits in Redis
-    victim = GroupWorker(
-        {**stack.env, "STAPEL_TEST_FAULT": "claim-kill"},
-        stack.log_dir,
-        concurrency=16,
-        name="victim",
-    ).launch()
-    stack.workers.append(victim)
-    wait_for(lambda: not victim.alive(), timeout=DEADLINE_S, what="the hook to kill the worker")
+    killed_by_hook(stack, "claim-kill", "claim-kill in a group's claim", concurrency=16)
     killed_at = time.monotonic()
-    assert "claim-kill in a group's claim" in victim.full_log()
     at_kill = {job.status for job in stack.jobs(ids).values()}
 
     stack.start("rescuer")  # beat (the watchdog) and a worker without the hook

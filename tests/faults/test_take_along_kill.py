@@ -14,9 +14,7 @@ import time
 import pytest
 import redis
 
-from tests.factories import wait_for
-from tests.faults.harness import DEADLINE_S
-from tests.faults.procs import GroupWorker
+from tests.faults.harness import killed_by_hook
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -27,16 +25,8 @@ JOBS = 24
 def test_a_worker_killed_holding_taken_messages_loses_nothing(make_stack, reference, report):
     stack = make_stack()
     ids = stack.submit([1] * JOBS)  # no worker yet: every message waits in Redis
-    victim = GroupWorker(
-        {**stack.env, "STAPEL_TEST_FAULT": "take-kill"},
-        stack.log_dir,
-        concurrency=4,
-        name="victim",
-    ).launch()
-    stack.workers.append(victim)
-    wait_for(lambda: not victim.alive(), timeout=DEADLINE_S, what="the hook to kill the worker")
+    killed_by_hook(stack, "take-kill", "take-kill after taking", concurrency=4)
     killed_at = time.monotonic()
-    assert "take-kill after taking" in victim.full_log()
     held = redis.Redis.from_url(stack.redis_url).hlen("unacked")
     assert held >= 2  # the taken messages wait delivered, unacknowledged
 
