@@ -14,9 +14,15 @@ import hashlib
 
 import polib
 
-from stapel.formats import po
 from stapel.formats.base import FormatError, Limits, Mark, Options
-from stapel.formats.po import parse_po
+from stapel.formats.po import (
+    Filler,
+    charset_of,
+    merge,
+    parse_po,
+    plural_forms,
+    read_entries,
+)
 
 WRAP = polib.POFile().wrapwidth
 """The line width polib writes a changed entry's msgstr at (its POFile's default)."""
@@ -134,7 +140,7 @@ def rewrite(
     """Return the PO file with its targets filled, every line of the original kept where
     `restore` keeps it, read and written entry by entry.
 
-    Each entry is filled (po.Filler) and written as soon as the next one starts, from
+    Each entry is filled (Filler) and written as soon as the next one starts, from
     the original's lines of its block (`_patched` where it changed), so only one entry
     and its lines are held, where merge then restore held polib's entries for the file
     three times (about 80 times the file). The result is read back entry by entry and
@@ -144,7 +150,7 @@ def rewrite(
     kept = _rewritten(original, targets, options, limits, marks)
     if kept is not None:
         return kept
-    out = po.merge(original, targets, options, langs, limits, marks=marks)
+    out = merge(original, targets, options, langs, limits, marks=marks)
     return out if out == original else restore(original, out)
 
 
@@ -155,10 +161,10 @@ def _rewritten(
     limits: Limits,
     marks: list[Mark] | None,
 ) -> bytes | None:
-    charset = po.charset_of(original)
-    state = _Stream(po.Filler(targets, marks, options, 2))
+    charset = charset_of(original)
+    state = _Stream(Filler(targets, marks, options, 2))
     try:
-        po.read_entries(original, state.take, lambda: None, limits.max_line_chars, state.line)
+        read_entries(original, state.take, lambda: None, limits.max_line_chars, state.line)
     except FormatError:
         return None
     if not state.finish():
@@ -169,7 +175,7 @@ def _rewritten(
     state.out = []
     check = _Digest()
     try:
-        po.read_entries(result, check.take, lambda: None, limits.max_line_chars)
+        read_entries(result, check.take, lambda: None, limits.max_line_chars)
     except FormatError:
         return None
     return result if check.digest.digest() == state.wanted.digest() else None
@@ -189,7 +195,7 @@ class _Stream:
     """The rewrite's state: the original's lines not written yet, the entry before the
     one being read, the pieces written, and a digest of the entries intended."""
 
-    def __init__(self, fill: po.Filler) -> None:
+    def __init__(self, fill: Filler) -> None:
         self.fill = fill
         self.lines: list[str] = []
         self.first = 1
@@ -236,7 +242,7 @@ class _Stream:
         self.out.append("".join(self.lines[:start]))
         block = self.lines[start:stop]
         if not entry.msgid and not entry.obsolete:  # the header: its nplurals fill the rest
-            self.fill.nplurals = po.plural_forms(entry.msgstr)
+            self.fill.nplurals = plural_forms(entry.msgstr)
         before = _content(entry)
         if self.fill(entry) and _content(entry) != before:
             self.changed = True
