@@ -12,6 +12,7 @@ order (`stapel.locking.lock_jobs`), then their chunks, then their segments.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -240,17 +241,11 @@ class _Statements:
     succeed: Executable
 
 
-_BUILT: dict[str, _Statements] = {}
-
-
 def _built(session: Session) -> _Statements:
-    dialect = session.get_bind().dialect.name
-    built = _BUILT.get(dialect)
-    if built is None:
-        built = _BUILT[dialect] = _build(dialect)
-    return built
+    return _build(session.get_bind().dialect.name)
 
 
+@functools.cache
 def _build(dialect: str) -> _Statements:
     chunk_ids = ids_in(dialect, _CHUNKS.c.id, "g_ids")
     job_ids = ids_in(dialect, _JOBS.c.id, "g_jobs")

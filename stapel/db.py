@@ -421,7 +421,7 @@ def affected(session: Session, statement: Executable, params: dict | None = None
 
 
 def ids_in(dialect: str, column: ColumnElement, name: str) -> ColumnElement:
-    """`column IN :name`, the list of strings given at execution (`ids_param`).
+    """`column IN :name`, the list of strings given at execution as parameter `name`.
 
     On PostgreSQL it is `column = ANY(:name)`, one array parameter: the statement's text
     is the same for any number of values, so SQLAlchemy compiles it once and psycopg
@@ -433,6 +433,10 @@ def ids_in(dialect: str, column: ColumnElement, name: str) -> ColumnElement:
     return column.in_(bindparam(name, expanding=True))
 
 
+PAIR_SEP = "\x1f"
+"""Joins a pair's two strings into the one PostgreSQL compares (ids never hold it)."""
+
+
 def pairs_in(dialect: str, first: ColumnElement, second: ColumnElement, name: str) -> ColumnElement:
     """`(first, second) IN :name`, pairs of strings given at execution (`pairs_param`)."""
     if dialect != "postgresql":
@@ -440,9 +444,6 @@ def pairs_in(dialect: str, first: ColumnElement, second: ColumnElement, name: st
     return ids_in(dialect, first, f"{name}_first") & (
         func.concat(first, PAIR_SEP, second) == any_(bindparam(name, type_=ARRAY(String)))
     )
-
-
-PAIR_SEP = "\x1f"
 
 
 def pairs_param(dialect: str, name: str, pairs: Collection[tuple[str, str]]) -> dict:
@@ -453,10 +454,3 @@ def pairs_param(dialect: str, name: str, pairs: Collection[tuple[str, str]]) -> 
         f"{name}_first": sorted({a for a, _ in pairs}),
         name: [f"{a}{PAIR_SEP}{b}" for a, b in pairs],
     }
-
-
-def among(session: Session, column: ColumnElement, values: Collection[str]) -> ColumnElement:
-    """`column IN values` for a statement built on the spot (`ids_in` with the values)."""
-    if session.get_bind().dialect.name == "postgresql":
-        return column == any_(bindparam(None, list(values), type_=ARRAY(String)))
-    return column.in_(list(values))

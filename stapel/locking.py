@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Collection
 from typing import Concatenate, ParamSpec, TypeVar
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Executable, bindparam, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from stapel.db import among
+from stapel.db import ids_in
 from stapel.tables import Job, Tenant
 
 log = logging.getLogger(__name__)
@@ -120,9 +120,15 @@ def lock_jobs(session: Session, job_ids: Collection[str]) -> None:
             update(_JOBS).where(_JOBS.c.id.in_(ids)).values(status=_JOBS.c.status)  # type: ignore[arg-type]
         )
         return
-    session.execute(
+    session.execute(_lock_many(session.get_bind().dialect.name), {"lock_ids": ids})
+
+
+@functools.cache
+def _lock_many(dialect: str) -> Executable:
+    """lock_jobs' statement, built once per dialect (its ids are one parameter)."""
+    return (
         select(_JOBS.c.id)
-        .where(among(session, _JOBS.c.id, ids))
+        .where(ids_in(dialect, _JOBS.c.id, "lock_ids"))
         .order_by(_JOBS.c.id)
         .with_for_update(key_share=True)
     )

@@ -47,11 +47,11 @@ class WorkerState:
     busy: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     budget: Budget = field(init=False)
+    """Segments of the chunks this worker's tasks are translating now, and the line."""
     committer: Committer = field(init=False)
     """Claims and finishes of this worker's chunks, a group per transaction."""
     takealong: TakeAlong = field(init=False)
     """The chunk messages its tasks take along from the queue (workers/takealong.py)."""
-    """Segments of the chunks this worker's tasks are translating now, and the line."""
     hostname: str = ""
     """This worker's Celery name, set at start-up (its presence key)."""
     queues: tuple[str, ...] = ()

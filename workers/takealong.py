@@ -28,13 +28,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import redis
 from kombu.transport import redis as kombu_redis
 from redis.commands.core import Script
 
+from stapel import metrics
 from stapel.broker import PRIORITY_SEP, SEGMENTS_HEADER
 from stapel.celery_config import TRANSLATE_TASK
 
@@ -126,8 +127,6 @@ class TakeAlong:
         self._lock = threading.Lock()
         self._running = 0
         self._empty_until = 0.0
-        self.taken = 0
-        self.takes = 0
 
     def take(self, queue: str, room: int) -> list[Taken]:
         """Move up to the free threads' worth of small chunk messages from queue into
@@ -158,13 +157,35 @@ class TakeAlong:
                 self._running -= want - len(raws)
                 if not raws:
                     self._empty_until = time.monotonic() + EMPTY_BACKOFF_S
-                self.takes += 1
-                self.taken += len(raws)
         return [_parse(raw) for raw in raws]
 
-    def run(self, taken: list[Taken], work: Callable[[Taken], str]) -> list[Future[str]]:
-        """Run each taken chunk's work on the take-along threads."""
-        return [self._threads.submit(self._one, message, work) for message in taken]
+    def beside(
+        self,
+        queue: str,
+        room: int,
+        pool: str,
+        task_id: str,
+        work: Callable[[Taken], str],
+        own: Callable[[], str],
+    ) -> str:
+        """Take what waits behind a task's message, run each taken chunk's `work` on the
+        take-along threads while `own` runs here, wait for them all and ack them
+        together; return `own`'s result."""
+        taken = self.take(queue, room)
+        if taken:
+            metrics.TAKEN_ALONG.labels(pool).inc(len(taken))
+            log.info("took along count=%d queue=%s task=%s", len(taken), queue, task_id)
+        running = [self._threads.submit(self._one, message, work) for message in taken]
+        try:
+            return own()
+        finally:
+            for message, future in zip(taken, running, strict=True):
+                if (error := future.exception()) is not None:  # waits; acked as a failed task is
+                    # in the words Celery logs a delivered task's failure with
+                    log.error(
+                        "Task %s[%s] raised unexpected: %r", TRANSLATE_TASK, message.task_id, error
+                    )
+            self.ack(taken)
 
     def _one(self, message: Taken, work: Callable[[Taken], str]) -> str:
         try:

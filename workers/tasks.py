@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import logging
+from functools import partial
 
-from stapel import metrics
 from stapel.celery_config import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
 from workers import control, faults, pipeline
 from workers.celery_app import celery
 from workers.runtime import state
-from workers.takealong import Taken
-
-log = logging.getLogger(__name__)
 
 faults.install()  # test hooks only; nothing happens unless STAPEL_TEST_* is set
 
@@ -29,44 +25,23 @@ def translate_chunk(
     """
     delivery = self.request.delivery_info or {}
     worker, queue = self.request.hostname or "worker", delivery.get("routing_key", "")
+
+    def run(chunk: str, size: int | None, place: tuple[int, str], lane: bool) -> str:
+        return pipeline.run_chunk(self.app, chunk, worker, queue, size, place, lane)
+
+    place = (int(delivery.get("priority") or 0), self.request.id or "")
+    own = partial(run, chunk_id, segments, place, interactive)
     current = state()
-    along = current.takealong
-    taken: list[Taken] = []
-    if not interactive and queue and not current.budget.closed:
-        taken = along.take(queue, current.budget.limit - current.budget.held - (segments or 0))
-        if taken:
-            metrics.TAKEN_ALONG.labels(current.settings.pool).inc(len(taken))
-            log.info("took along count=%d queue=%s task=%s", len(taken), queue, self.request.id)
-    running = along.run(
-        taken,
-        lambda m: pipeline.run_chunk(
-            self.app,
-            m.chunk_id,
-            worker,
-            queue,
-            m.segments,
-            place=(m.priority, m.task_id),
-            interactive=m.interactive,
-        ),
+    if interactive or not queue or current.budget.closed:
+        return own()
+    return current.takealong.beside(
+        queue,
+        current.budget.limit - current.budget.held - (segments or 0),
+        current.settings.pool,
+        place[1],
+        lambda m: run(m.chunk_id, m.segments, (m.priority, m.task_id), m.interactive),
+        own,
     )
-    try:
-        return pipeline.run_chunk(
-            self.app,
-            chunk_id,
-            worker,
-            queue,
-            segments,
-            place=(int(delivery.get("priority") or 0), self.request.id or ""),
-            interactive=interactive,
-        )
-    finally:
-        for message, future in zip(taken, running, strict=True):
-            if (error := future.exception()) is not None:  # waits; acked as a failed task is
-                # in the words Celery logs a delivered task's failure with
-                log.error(
-                    "Task %s[%s] raised unexpected: %r", TRANSLATE_TASK, message.task_id, error
-                )
-        along.ack(taken)
 
 
 @celery.task(name=WATCHDOG_TASK, bind=True)

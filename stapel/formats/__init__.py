@@ -227,14 +227,12 @@ def render_document(
     (MARKED). A text format keeps the original's BOM, declaration, line endings and
     final newline.
     """
+    limits = limits or Limits()
     if fmt == "po":  # read and written entry by entry, the original's lines kept
-        out = pokeep.rewrite(original, targets, options, langs, limits or Limits(), marks)
-        return layout.keep(original, out)
-    merge = FORMATS[fmt].merge
-    if fmt in MARKED and marks is not None:
-        out = merge(original, targets, options, langs, limits or Limits(), marks=marks)
+        out = pokeep.rewrite(original, targets, options, langs, limits, marks)
     else:
-        out = merge(original, targets, options, langs, limits or Limits())
-    if fmt == "xliff" and out != original:
-        out = xmlkeep.restore(original, out)
+        extra = {"marks": marks} if fmt in MARKED and marks is not None else {}
+        out = FORMATS[fmt].merge(original, targets, options, langs, limits, **extra)
+        if fmt == "xliff" and out != original:
+            out = xmlkeep.restore(original, out)
     return out if fmt == "docx" else layout.keep(original, out)

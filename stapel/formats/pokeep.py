@@ -178,7 +178,7 @@ def _rewritten(
         read_entries(result, check.take, lambda: None, limits.max_line_chars)
     except FormatError:
         return None
-    return result if check.digest.digest() == state.wanted.digest() else None
+    return result if check.digest.digest() == state.wanted.digest.digest() else None
 
 
 class _Digest:
@@ -204,7 +204,7 @@ class _Stream:
         self.last: polib.POEntry | None = None
         self.last_start = 0
         self.out: list[str] = []
-        self.wanted = hashlib.sha256()
+        self.wanted = _Digest()
         self.changed = False
         self.broken = False
 
@@ -249,6 +249,6 @@ class _Stream:
             self.out.append(_patched(block, entry, WRAP))
         else:
             self.out.append("".join(block))
-        self.wanted.update(repr(_content(entry)).encode())
+        self.wanted.take(entry)
         del self.lines[:stop]
         self.first = end
