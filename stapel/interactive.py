@@ -73,6 +73,12 @@ def ended_key(job_id: str) -> str:
     return f"stapel:ended:{job_id}"
 
 
+def waited_on(priority: int) -> bool:
+    """Whether a caller may wait on the end of a job of this priority: only the lane's
+    (the workers announce no other job's end: a Redis write per job nobody reads)."""
+    return priority >= INTERACTIVE_PRIORITY
+
+
 def announce_end(client: redis.Redis, job_id: str, outcome: str) -> None:
     """Tell a waiting caller that its job ended (a worker calls this after each chunk).
 

@@ -47,6 +47,15 @@ class Budget:
             self._line.sort()
             return ticket
 
+    def take_now(self, segments: int) -> bool:
+        """Take room at once when no task waits in line and it fits; False: take a place
+        in line instead."""
+        with self._room:
+            if self.closed or self._line or (self.held and self.held + segments > self.limit):
+                return False
+            self.held += segments
+            return True
+
     def wait(self, ticket: Ticket, look_s: float) -> bool:
         """Wait for room; True once taken, False when the ticket should look elsewhere.
 

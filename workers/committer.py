@@ -27,9 +27,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from stapel import chunk_groups
 from stapel.broker import fast_lane
 from stapel.chunk_groups import Finish, Pending
-from stapel.chunks import Claim, Learned, Written
+from stapel.chunks import Claim
 from stapel.db import with_retry
-from stapel.interactive import announce_ends
+from stapel.interactive import announce_ends, waited_on
 from stapel.states import ChunkOutcome
 
 log = logging.getLogger(__name__)
@@ -71,9 +71,16 @@ class Group(Generic[Q, R]):
     def submit(self, request: Q, urgent: bool = False) -> R:
         """Queue request for the next group and wait for its own result (or exception);
         an urgent one ends the group's linger."""
-        future: Future[R] = Future()
+        (result,) = self.submit_many([request], urgent)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def submit_many(self, requests: Sequence[Q], urgent: bool = False) -> list[R | BaseException]:
+        """Queue requests together and wait for each one's own result (or exception)."""
+        futures: list[Future[R]] = [Future() for _ in requests]
         with self._cond:
-            self._waiting.append((request, future))
+            self._waiting.extend(zip(requests, futures, strict=True))
             self._urgent = self._urgent or urgent
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -81,7 +88,7 @@ class Group(Generic[Q, R]):
                 )
                 self._thread.start()
             self._cond.notify()
-        return future.result()
+        return [future.exception() or future.result() for future in futures]
 
     def _take(self) -> list[tuple[Q, Future[R]]]:
         with self._cond:
@@ -142,9 +149,8 @@ def _finishes(client: redis.Redis) -> Callable[[Session, list[Finish]], list[Chu
     def run(session: Session, finishes: list[Finish]) -> list[ChunkOutcome]:
         outcomes = chunk_groups.finish_chunks(session, finishes)
         # committed: a caller waiting on one of these jobs hears of its end (one round trip)
-        announce_ends(
-            client, [(f.claim.job_id, o) for f, o in zip(finishes, outcomes, strict=True)]
-        )
+        ends = zip(finishes, outcomes, strict=True)
+        announce_ends(client, [(f.claim.job_id, o) for f, o in ends if waited_on(f.claim.priority)])
         return outcomes
 
     return run
@@ -163,15 +169,22 @@ class Committer:
         self, chunk_id: str, worker: str, urgent: bool = False
     ) -> tuple[Claim, Pending] | None:
         """Claim a queued chunk with the others waiting; None: not claimable."""
+        return self._claim_group(worker).submit(chunk_id, urgent)
+
+    def claim_many(
+        self, chunk_ids: Sequence[str], worker: str, urgent: bool = False
+    ) -> list[tuple[Claim, Pending] | BaseException | None]:
+        """Claim queued chunks together: each one's claim, None, or what it raised."""
+        return self._claim_group(worker).submit_many(chunk_ids, urgent)
+
+    def _claim_group(self, worker: str) -> Group[str, tuple[Claim, Pending] | None]:
         with self._lock:
             group = self._claims.get(worker)
             if group is None:
                 group = self._claims[worker] = Group("claim", self.sessions, _claims(worker))
-        return group.submit(chunk_id, urgent)
+        return group
 
-    def finish(
-        self, claim: Claim, translations: Sequence[Written] = (), learned: Learned | None = None
-    ) -> ChunkOutcome:
-        """Finish a chunk with the others waiting (stapel.chunks.finish_chunk's outcome)."""
-        urgent = fast_lane(claim.priority, claim.end - claim.first)
-        return self.finishes.submit(Finish(claim, tuple(translations), learned), urgent)
+    def finish_many(self, finishes: Sequence[Finish]) -> list[ChunkOutcome | BaseException]:
+        """Finish chunks together: each one's outcome, or what it raised."""
+        urgent = any(fast_lane(f.claim.priority, f.claim.end - f.claim.first) for f in finishes)
+        return self.finishes.submit_many(finishes, urgent)

@@ -344,12 +344,16 @@ class Engine:
             raise failed[0]
         return True
 
+    def refused(self, pair: str) -> str | None:
+        """Why pair is refused now (broken, not tried again yet): its load raises at once."""
+        with self._lock:
+            broken = self._broken.get(pair)
+        return broken[1] if broken and time.monotonic() - broken[0] < BROKEN_RETRY_S else None
+
     def _load_or_refuse(self, pair: str, found: ModelDir | None) -> LoadedModel:
         """Load pair's model (under its model's load lock), or raise ModelUnavailable."""
-        with self._lock:
-            refused = self._broken.get(pair)
-            if refused is not None and time.monotonic() - refused[0] < BROKEN_RETRY_S:
-                raise ModelUnavailable(pair, refused[1])
+        if (reason := self.refused(pair)) is not None:
+            raise ModelUnavailable(pair, reason)
         reason = None
         if found is None:
             reason = f"no complete model directory {pair} in {self.model_root}"

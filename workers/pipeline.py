@@ -1,20 +1,24 @@
-"""One chunk's trip through a worker: budget, claim, translate, write, finish or fail.
+"""Chunks' trips through a worker: budget, claim, translate, write, finish or fail.
 
-The steps run in order, each handing on to the next: `run_chunk` takes room in the
-worker's budget (or hands the chunk back), claims it (or skips it), translates its
-pending segments batch by batch with a heartbeat per batch, and finishes it; a failure
-requeues or fails the chunk. A chunk whose model does not load on this worker is given
-back unclaimed for another worker (workers/unavailable.py); a chunk that is cancelled or
-requeued meanwhile takes its waiting segments out of the batcher at once. The claim
-(with the pending segments) and the finish run in groups with the other tasks' in the
-worker's committer (workers/committer.py); each task still gets its own outcome.
+`run_chunk` takes room in the worker's budget for one chunk (or hands it back) and
+claims it (or skips it); `run_taken` does both at once for the chunks a task took along
+(workers/takealong.py). Then the claimed chunks go through their steps together, on one
+thread: each is looked up and its pending segments go into the batcher, then each
+receives its batches (with a heartbeat per batch), then all finish in one committer
+request (workers/committer.py). A chunk's failure stays its own: a step that raises ends
+that chunk only (requeued or failed as alone), the others go on. A chunk whose model
+does not load on this worker is given back unclaimed for another worker
+(workers/unavailable.py); a chunk that is cancelled or requeued meanwhile takes its
+waiting segments out of the batcher at once.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
@@ -22,34 +26,31 @@ from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from stapel import logs, memories, metrics, mtcache
+from stapel import logs, metrics
 from stapel.broker import URGENT_PRIORITY, fast_lane, send_callback
-from stapel.chunks import (
-    Claim,
-    Learned,
-    Written,
-    chunk_size,
-    fail_chunk,
-    record_batch,
-)
+from stapel.chunk_groups import Finish, Pending
+from stapel.chunks import Claim, Learned, Written, chunk_size, fail_chunk, record_batch
 from stapel.db import with_retry
 from stapel.dispatch import dispatch
 from stapel.exceptions import ModelUnavailable, PermanentTranslationError
-from stapel.formats import inline
-from stapel.interactive import announce_end
+from stapel.interactive import announce_ends, waited_on
 from stapel.presence import Room
-from stapel.scores import MEMORY_SCORE, Scored, score_of
+from stapel.scores import MEMORY_SCORE, score_of
 from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, Origin, TaskOutcome
 from stapel.tables import Chunk
-from workers import markup
-from workers.batcher import Known
-from workers.pivoting import PivotSubmission
+from workers.lookups import Batches, Lookups, recall
 from workers.runtime import WorkerState, state
-from workers.submission import Result, SegmentError, Submission
+from workers.submission import Result, SegmentError
+from workers.takealong import Taken
 from workers.unavailable import model_unavailable
 
 log = logging.getLogger(__name__)
+
+Outcome = str | BaseException
+"""What became of one chunk: its outcome, or what it raised (as its task would have)."""
+Spawn = Callable[[Callable[[], list[Outcome]]], "Future[list[Outcome]]"]
+"""Runs a function on another thread (the take-along's)."""
 
 
 def run_chunk(
@@ -77,7 +78,7 @@ def run_chunk(
         current.busy += 1
     try:
         with current.sessions() as session:
-            return _run_chunk(
+            outcome = _run_chunk(
                 current,
                 celery,
                 session,
@@ -91,6 +92,9 @@ def run_chunk(
     finally:
         with current.lock:
             current.busy -= 1
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def _run_chunk(
@@ -103,7 +107,7 @@ def _run_chunk(
     segments: int | None,
     place: tuple[int, str],
     fast: bool = False,
-) -> str:
+) -> Outcome:
     if segments is None:
         segments = with_retry(session, lambda: chunk_size(session, chunk_id))
         session.commit()
@@ -113,15 +117,72 @@ def _run_chunk(
         claimed = current.committer.claim(chunk_id, worker, fast)  # with the others waiting
         if claimed is None:
             return _skipped(session, chunk_id, worker)
-        claim, pending = claimed
-        with logs.job_context(claim.job_id, claim.chunk_idx):
-            outcome = _run_claimed(current, celery, session, claim, pending, worker, queue)
-        if outcome != ChunkOutcome.JOB_SUCCEEDED:  # a finish is announced with its group
-            announce_end(current.redis, claim.job_id, outcome)
-        metrics.CHUNKS.labels(current.settings.pool, outcome).inc()
-        return outcome
+        return _run_claimed(current, celery, session, [claimed], worker, queue)[0]
     finally:
         current.release(segments)
+
+
+def run_taken(
+    celery: Celery, taken: Sequence[Taken], worker: str, queue: str, spawn: Spawn
+) -> list[Outcome]:
+    """Run a task's chunk (first) and the chunks it took along as one unit: one hold of
+    the budget for all, one claim request, their steps together on this thread, one
+    finish request; return an outcome for each, in order.
+
+    When tasks wait in the budget's line, each chunk takes its own place in it instead
+    (run_chunk; the taken ones each on a thread of `spawn`). A taken chunk whose model
+    is not loaded yet goes on alone on such a thread, so the others do not wait for the
+    load (one whose model is refused here stays: it is handed back or fails at once).
+    """
+    current = state()
+    held = sum(message.segments for message in taken)
+    if not current.budget.take_now(held):
+        return _each_alone(celery, taken, worker, queue, spawn)
+    with current.lock:
+        current.busy += len(taken)
+    try:
+        with current.sessions() as session:
+            urgent = any(
+                m.interactive or fast_lane(URGENT_PRIORITY - m.priority, m.segments) for m in taken
+            )
+            claims = current.committer.claim_many([m.chunk_id for m in taken], worker, urgent)
+            outcomes: dict[int, Outcome] = {}
+            won: list[tuple[int, tuple[Claim, Pending]]] = []
+            for n, (message, claimed) in enumerate(zip(taken, claims, strict=True)):
+                if claimed is None:
+                    outcomes[n] = _caught(partial(_skipped, session, message.chunk_id, worker))
+                elif isinstance(claimed, BaseException):
+                    outcomes[n] = claimed
+                else:
+                    won.append((n, claimed))
+            ran = _run_claimed(current, celery, session, [c for _, c in won], worker, queue, spawn)
+            for (n, _), outcome in zip(won, ran, strict=True):
+                outcomes[n] = outcome
+    finally:
+        current.release(held)
+        with current.lock:
+            current.busy -= len(taken)
+    return [outcomes[n] for n in range(len(taken))]
+
+
+def _each_alone(
+    celery: Celery, taken: Sequence[Taken], worker: str, queue: str, spawn: Spawn
+) -> list[Outcome]:
+    def alone(message: Taken) -> list[Outcome]:
+        place = (message.priority, message.task_id)
+        args = (celery, message.chunk_id, worker, queue, message.segments, place)
+        return [_caught(partial(run_chunk, *args, message.interactive))]
+
+    first, *others = taken  # the task's own on its thread; the take reserved the others'
+    running = [spawn(partial(alone, message)) for message in others]
+    return alone(first) + [future.result()[0] for future in running]
+
+
+def _caught(step: Callable[[], str]) -> Outcome:
+    try:
+        return step()
+    except Exception as exc:  # the chunk's own: its task would have raised it
+        return exc
 
 
 def _skipped(session: Session, chunk_id: str, worker: str) -> str:
@@ -152,15 +213,103 @@ def _hand_back(current: WorkerState, celery: Celery, session: Session, chunk_id:
     return TaskOutcome.DEFERRED
 
 
+@dataclass
+class _Run:
+    """One claimed chunk on its way through the steps."""
+
+    claim: Claim
+    pending: Pending
+    started: float = field(default_factory=time.monotonic)
+    lookups: Lookups | None = None
+    batches: Batches | None = None
+    held: list[Written] = field(default_factory=list)
+    """Translations from memories and the cache, written with the rest."""
+    left: int = 0
+    """Segments sent to the model."""
+    recalled: int = 0
+    reused: int = 0
+    failed: int = 0
+    last: list[Written] | None = None
+    """What is left to write with the finish."""
+    learned: Learned | None = None
+    finished: Outcome | None = None
+    """The finish's outcome (or what it raised)."""
+    outcome: Outcome | None = None
+    """Set once the chunk is done with (the later steps skip it)."""
+
+
 def _run_claimed(
     current: WorkerState,
     celery: Celery,
     session: Session,
-    claim: Claim,
-    pending: list[tuple[int, str]],
+    claimed: Sequence[tuple[Claim, Pending]],
     worker: str,
     queue: str,
-) -> str:
+    spawn: Spawn | None = None,
+) -> list[Outcome]:
+    """Translate the claimed chunks' pending segments (read with their claims) and finish
+    them; one outcome each.
+
+    No transaction stays open while the segments wait in the batcher: 64 waiting tasks
+    holding pooled connections would drain the pool and stall every other claim.
+    """
+    runs = [_Run(claim, pending) for claim, pending in claimed]
+    alone: dict[int, Future[list[Outcome]]] = {}
+    for n, run in enumerate(runs):
+        if spawn is not None and n > 0 and _loads(current, run.claim.pair):
+            alone[n] = spawn(partial(_go_on_alone, current, celery, run, worker, queue))
+            run.outcome = TaskOutcome.STOPPED  # a placeholder: the steps here skip it
+        else:
+            _claimed(run.claim, worker, queue)
+    step = partial(_step, current, celery, session, worker)
+    # the first (the task's own) stays here; when its model loads, after the others
+    late = spawn is not None and bool(runs) and _loads(current, runs[0].claim.pair)
+    order = runs[1:] + runs[:1] if late else runs
+    try:
+        for run in order:
+            step(run, partial(_begin, current, session))
+        for run in order:
+            step(run, partial(_gather, current, session))
+        _finish(current, celery, session, worker, runs)
+    finally:
+        for run in runs:
+            if run.batches is not None:
+                run.batches.release()  # a stop or an error: nothing more will be written
+    for run in runs:
+        step(run, partial(_end, celery))
+    here = [run for n, run in enumerate(runs) if n not in alone]
+    # a job's end is announced (and counted) where its chunk ended; a finish with its group
+    announce_ends(
+        current.redis,
+        [
+            (run.claim.job_id, run.outcome)
+            for run in here
+            if isinstance(run.outcome, str)
+            and run.outcome != ChunkOutcome.JOB_SUCCEEDED
+            and waited_on(run.claim.priority)
+        ],
+    )
+    for run in here:
+        if isinstance(run.outcome, str):
+            metrics.CHUNKS.labels(current.settings.pool, run.outcome).inc()
+    for n, future in alone.items():
+        runs[n].outcome = future.result()[0]
+    return [run.outcome if run.outcome is not None else TaskOutcome.STOPPED for run in runs]
+
+
+def _loads(current: WorkerState, pair: str) -> bool:
+    """Whether pair's model would load first (a refused one fails at once)."""
+    return not current.engine.is_loaded(pair) and current.engine.refused(pair) is None
+
+
+def _go_on_alone(
+    current: WorkerState, celery: Celery, run: _Run, worker: str, queue: str
+) -> list[Outcome]:
+    with current.sessions() as session:
+        return _run_claimed(current, celery, session, [(run.claim, run.pending)], worker, queue)
+
+
+def _claimed(claim: Claim, worker: str, queue: str) -> None:
     if claim.sent_at is not None and claim.claimed_at is not None:  # both the DB's clock
         waited = (claim.claimed_at - claim.sent_at).total_seconds()
         metrics.observe_stage("queue_wait", max(0.0, waited))
@@ -172,31 +321,43 @@ def _run_claimed(
         worker,
         queue,
     )
-    try:
-        return _translate(current, celery, session, claim, pending)
-    except ModelUnavailable as exc:
-        return model_unavailable(current, celery, session, claim, exc, worker)
-    except PermanentTranslationError as exc:
-        return _fail(current, celery, session, claim, str(exc), retry=False)
-    except (RuntimeError, ValueError) as exc:
-        log.exception("chunk translation error logid=%s chunk=%d", claim.job_id, claim.chunk_idx)
-        return _fail(current, celery, session, claim, f"{type(exc).__name__}: {exc}", retry=True)
 
 
-def _translate(
+def _step(
     current: WorkerState,
     celery: Celery,
     session: Session,
-    claim: Claim,
-    pending: list[tuple[int, str]],
-) -> str:
-    """Translate the claimed chunk's pending segments (read with its claim) and finish it.
+    worker: str,
+    run: _Run,
+    action: Callable[[_Run], None],
+) -> None:
+    """Run one step of a chunk not done with yet; a failure ends this chunk only, as it
+    would have ended its task (requeued, failed, handed back, or raised)."""
+    if run.outcome is not None:
+        return
+    claim = run.claim
+    with logs.job_context(claim.job_id, claim.chunk_idx):
+        try:
+            try:
+                action(run)
+            except ModelUnavailable as exc:
+                run.outcome = model_unavailable(current, celery, session, claim, exc, worker)
+            except PermanentTranslationError as exc:
+                run.outcome = _fail(current, celery, session, claim, str(exc), retry=False)
+            except (RuntimeError, ValueError) as exc:
+                log.exception(
+                    "chunk translation error logid=%s chunk=%d", claim.job_id, claim.chunk_idx
+                )
+                error = f"{type(exc).__name__}: {exc}"
+                run.outcome = _fail(current, celery, session, claim, error, retry=True)
+        except Exception as exc:  # as its task would have raised it
+            session.rollback()
+            run.outcome = exc
 
-    No transaction stays open while the segments wait in the batcher: 64 waiting tasks
-    holding pooled connections would drain the pool and stall every other claim.
-    """
-    started = time.monotonic()
-    settings = current.settings
+
+def _begin(current: WorkerState, session: Session, run: _Run) -> None:
+    """Look the chunk's segments up and send the rest into the model's batcher."""
+    claim, settings = run.claim, current.settings
     cached = current.engine.is_loaded(claim.pair)
     metrics.MODEL_CACHE.labels(claim.pair, "hit" if cached else "miss").inc()
     # a model that takes long to load must not cost this chunk its claim: heartbeat meanwhile
@@ -205,14 +366,15 @@ def _translate(
         settings.beat_s,
         lambda: with_retry(session, lambda: record_batch(session, claim, [])),
     ):
-        return _stopped(claim)
+        run.outcome = _stopped(claim)
+        return
     fp = current.engine.fingerprint(claim.pair)
-    recall = _recall(session, claim, pending)
-    rest = [(i, text) for i, text in pending if i not in recall]
-    lookups = _Lookups(session, claim, settings, fp, rest)
+    recalled = recall(session, claim, run.pending)
+    rest = [(i, text) for i, text in run.pending if i not in recalled]
+    lookups = run.lookups = Lookups(session, claim, settings, fp, rest)
     whole = lookups.tagged_hits(rest)
     rest = [(i, text) for i, text in rest if i not in whole]
-    batches = current.engine.translate_batches(
+    run.batches = current.engine.translate_batches(
         claim.pair,
         rest,
         priority=claim.priority,
@@ -222,23 +384,51 @@ def _translate(
         known=lookups.known if lookups.on else None,
         cache_under=lookups.under if lookups.cache else None,
     )
-    held: list[Written] = [
-        (i, t, Origin.MEMORY.value, None, MEMORY_SCORE) for i, t in sorted(recall.items())
-    ]
-    held += [(i, t, Origin.CACHE.value, fp, score_of(t)) for i, t in sorted(whole.items())]
+    memory, cache = Origin.MEMORY.value, Origin.CACHE.value
+    run.held = [(i, t, memory, None, MEMORY_SCORE) for i, t in sorted(recalled.items())]
+    run.held += [(i, t, cache, fp, score_of(t)) for i, t in sorted(whole.items())]
+    run.left, run.recalled, run.reused = len(rest), len(recalled), len(whole)
+
+
+def _gather(current: WorkerState, session: Session, run: _Run) -> None:
+    """Receive the chunk's batches, writing a larger chunk's parts as they come."""
+    assert run.batches is not None and run.lookups is not None
     try:
-        try:
-            last, failed = _write_parts(current, session, claim, batches, len(rest), lookups, held)
-        finally:
-            batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
-        outcome = None
-        if last is not None:  # one transaction: the chunk's end and, with the last chunk, the job's
-            finish = partial(current.committer.finish, claim, last)  # with the others waiting
-            outcome = _write(session, batches, lookups, finish, retried=False)
+        run.last, run.failed = _write_parts(
+            current, session, run.claim, run.batches, run.left, run.lookups, run.held
+        )
     finally:
-        batches.release()  # a stop or an error: nothing more will be written
+        run.batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
+    if run.last is None:
+        run.outcome = _stopped(run.claim)
+    else:  # the model's new cache entries go with the finish
+        run.learned = run.lookups.learned(run.batches)
+
+
+def _finish(
+    current: WorkerState, celery: Celery, session: Session, worker: str, runs: list[_Run]
+) -> None:
+    """Finish the chunks in one committer request: each its chunk's end in one
+    transaction and, with a job's last chunk, the job's."""
+    ready = [run for run in runs if run.outcome is None]
+    if not ready:
+        return
+    started = time.monotonic()
+    finishes = [Finish(run.claim, tuple(run.last or ()), run.learned) for run in ready]
+    for run, finished in zip(ready, current.committer.finish_many(finishes), strict=True):
+        run.finished = finished
+        metrics.observe_stage("write", time.monotonic() - started)
+        assert run.batches is not None
+        run.batches.release()  # written: a repeat now finds the cache
+
+
+def _end(celery: Celery, run: _Run) -> None:
+    claim, outcome = run.claim, run.finished
+    if isinstance(outcome, BaseException):
+        raise outcome  # mapped by _step as any step's failure
     if outcome is None or outcome == ChunkOutcome.LOST:
-        return _stopped(claim)
+        run.outcome = _stopped(claim)
+        return
     if outcome == ChunkOutcome.JOB_SUCCEEDED and claim.has_callback:
         send_callback(celery, claim.job_id)
     log.info(
@@ -246,176 +436,34 @@ def _translate(
         "seconds=%.2f job=%s",
         claim.job_id,
         claim.chunk_idx,
-        len(pending),
-        failed,
-        len(recall),
-        lookups.hits + len(whole),
-        time.monotonic() - started,
+        len(run.pending),
+        run.failed,
+        run.recalled,
+        (run.lookups.hits if run.lookups else 0) + run.reused,
+        time.monotonic() - run.started,
         "succeeded" if outcome == ChunkOutcome.JOB_SUCCEEDED else "running",
     )
-    return outcome
+    run.outcome = outcome
 
 
 T = TypeVar("T")
-
-Batches = Submission | markup.TaggedSubmission | PivotSubmission
-"""What Engine.translate_batches returns: plain segments' or tagged segments' batches."""
 
 
 def _write(
     session: Session,
     batches: Batches,
-    lookups: _Lookups,
+    lookups: Lookups,
     write: Callable[[Learned | None], T],
-    *,
-    retried: bool = True,
 ) -> T:
     """Run one write of the chunk's translations, given the model's new cache entries since
-    the last (retried while the database is unreachable, unless the writer retries itself:
-    the committer); then the batcher lets go of what it held for them."""
+    the last (retried while the database is unreachable); then the batcher lets go of what
+    it held for them."""
     write_started = time.monotonic()
     learned = lookups.learned(batches)
-    written = with_retry(session, lambda: write(learned)) if retried else write(learned)
+    written = with_retry(session, lambda: write(learned))
     metrics.observe_stage("write", time.monotonic() - write_started)
     batches.release()  # written: a repeat now finds the cache
     return written
-
-
-_MACHINE = (Origin.CACHE.value, Origin.MT.value)
-
-
-def _recall(session: Session, claim: Claim, pending: list[tuple[int, str]]) -> dict[int, str]:
-    """The chunk's segments an exact match of a memory the job names answers (one query)."""
-    if not claim.memories or not pending:
-        return {}
-    pair = (claim.pair.split("-", 1)[0], claim.pair.split("-", 1)[1])
-    found = with_retry(
-        session,
-        lambda: memories.lookup(session, claim.tenant_id, claim.memories, pending, pair),
-    )
-    session.commit()
-    metrics.observe_lookup("memory", len(found), len(pending))
-    return found
-
-
-class _Lookups:
-    """The chunk's pieces looked up once (memories, then the MT cache), and what the
-    model adds to the cache: its pieces, and each whole segment under its text.
-
-    A whole segment is stored only when it is all machine translation, never in a job
-    that names memories (a sentence of it may be a human's). Segments with inline codes
-    are cached whole only (their codes placed: the aligning batcher's pieces are not
-    cached), and in a chunk that holds some, only they are: the segments without codes
-    there went through the aligning batcher.
-    """
-
-    def __init__(
-        self, session: Session, claim: Claim, settings, fp: str, rest: list[tuple[int, str]]
-    ) -> None:
-        self.session, self.claim, self.fp = session, claim, fp
-        self.cache = settings.cache_enabled and claim.use_cache
-        self.on = self.cache or bool(claim.memories)
-        self.ttl_s = settings.cache_ttl_s
-        self.scope = mtcache.scope(claim.tenant_id, settings.cache_shared)
-        self.hits = 0
-        self._segments: dict[str, str] = {}
-        self._watch(rest)
-
-    def _watch(self, rest: list[tuple[int, str]]) -> None:
-        """Keep the sources of the segments to cache whole once translated (see above)."""
-        self.tagged = markup.has_codes(rest)
-        whole = self.cache and not self.claim.memories
-        self._sources = {
-            i: text for i, text in rest if whole and (not self.tagged or inline.has_codes(text))
-        }
-
-    def _key(self, text: str) -> str:
-        return mtcache.segment_key(self.claim.pair, self.claim.split_sentences, text)
-
-    def tagged_hits(self, rest: list[tuple[int, str]]) -> dict[int, str]:
-        """The chunk's segments with inline codes the cache holds whole (one query)."""
-        if not self.tagged or not self._sources:
-            return {}
-        keys = {i: self._key(text) for i, text in self._sources.items()}
-        session = self.session
-        found = with_retry(
-            session,
-            lambda: mtcache.lookup(session, self.scope, self.fp, keys.values(), self.ttl_s),
-        )
-        session.commit()
-        metrics.observe_lookup("cache", len(found), len(set(keys.values())))
-        hits = {i: found[key] for i, key in keys.items() if key in found}
-        self._watch([(i, text) for i, text in rest if i not in hits])  # what goes on
-        return hits
-
-    def known(self, pieces: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
-        """Look the pieces up: a named memory's exact match first, then the cache (one
-        query each; the batcher calls this at submit)."""
-        session, claim = self.session, self.claim
-        found: dict[str, tuple[str, str]] = {}
-        if claim.memories:
-            source, _, target = claim.pair.partition("-")
-            pair = (source, target)
-            numbered = list(enumerate(text for _, text in pieces))
-            recalled = with_retry(
-                session,
-                lambda: memories.lookup(session, claim.tenant_id, claim.memories, numbered, pair),
-            )
-            found = {pieces[n][0]: (target, Origin.MEMORY.value) for n, target in recalled.items()}
-            metrics.observe_lookup("memory", len(recalled), len(pieces))
-        keys = [key for key, _ in pieces if key not in found]
-        if self.cache and keys:
-            cached = with_retry(
-                session, lambda: mtcache.lookup(session, self.scope, self.fp, keys, self.ttl_s)
-            )
-            found.update((k, (t, Origin.CACHE.value)) for k, t in cached.items())
-            metrics.observe_lookup("cache", len(cached), len(keys))
-        session.commit()  # no transaction stays open while the pieces wait
-        self.hits = sum(key in found for key, _ in pieces)
-        return found
-
-    def under(self, fp: str) -> Known:
-        """The cache lookup of one step of a pivot pair, under its own model's fingerprint."""
-
-        def known(pieces: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
-            session, keys = self.session, [key for key, _ in pieces]
-            cached = with_retry(
-                session, lambda: mtcache.lookup(session, self.scope, fp, keys, self.ttl_s)
-            )
-            session.commit()
-            metrics.observe_lookup("cache", len(cached), len(keys))
-            return {key: (target, Origin.CACHE.value) for key, target in cached.items()}
-
-        return known
-
-    def learned(self, batches: Batches) -> Learned | None:
-        """The model's new piece translations since the last call, to store with a write
-        (a pivot pair's steps store theirs, each under its model, in their own commit)."""
-        if not self.cache:
-            return None
-        if isinstance(batches, PivotSubmission):
-            for fp, learned in batches.take_step_learned().items():
-                with_retry(self.session, partial(self._store, fp, learned))
-        entries = batches.take_learned()
-        entries.update(self._segments)
-        self._segments = {}
-        return Learned(self.scope, self.fp, entries) if entries else None
-
-    def _store(self, fp: str, entries: dict[str, str]) -> None:
-        mtcache.store(self.session, self.scope, fp, entries)
-        self.session.commit()
-
-    def provenance(self, batches: Batches, texts: list[tuple[int, str]]) -> list[Written]:
-        """Each translated segment with its origin, the fingerprint of a machine one and its
-        score (and, kept for the next `learned`, the whole machine-made segments to store)."""
-        origins, scores = batches.origins, batches.scores
-        for i, t in texts:
-            if i in self._sources and origins.get(i) in _MACHINE:
-                self._segments[self._key(self._sources[i])] = Scored(t, scores.get(i))
-        return [
-            (i, t, origins.get(i), self.fp if origins.get(i) in _MACHINE else None, scores.get(i))
-            for i, t in texts
-        ]
 
 
 HOLD_UP_TO = 64
@@ -431,7 +479,7 @@ def _write_parts(
     claim: Claim,
     batches: Batches,
     left: int,
-    lookups: _Lookups,
+    lookups: Lookups,
     held: list[Written],
 ) -> tuple[list[Written] | None, int]:
     """Write the translated parts as they come, with a heartbeat; keep the last ones back.

@@ -7,9 +7,10 @@ the model is fast (docs/design/worker-cost.md). So a chunk's task takes the smal
 messages waiting behind its own on the same queue, as many as the worker has threads
 and segment budget for (TAKE_ROOM segments at most), in one script that moves each
 from its queue list into Redis's `unacked` hash and index exactly as kombu's QoS
-records a delivered message. Their
-chunks run `pipeline.run_chunk` on the worker's own threads beside the task's chunk,
-and their messages are acknowledged together when the last ends.
+records a delivered message. Their chunks and the task's own run
+together as one unit on the task's thread (`pipeline.run_taken`: one claim request,
+their segments in the batcher together, one finish request), and the taken messages are
+acknowledged together when the unit ends.
 
 What a delivered message promises, a taken one keeps: its chunk has its own claim,
 outcome and failure; a worker that dies leaves the messages in `unacked`, where the
@@ -28,8 +29,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
 from kombu.transport import redis as kombu_redis
@@ -41,8 +43,12 @@ from stapel.celery_config import TRANSLATE_TASK
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 TAKE_THREADS = 512
-"""Threads running taken chunks, per worker process: at most this many taken at once."""
+"""Threads for taken chunks that go on alone (their model loads, or the budget has a
+line), per worker process: a take reserves one for each chunk it takes, so at most this
+many are taken at once."""
 TAKE_AT_MOST = 100
 """At most this many messages in one take (a committer group's size)."""
 TAKE_SEGMENTS = 64
@@ -159,40 +165,43 @@ class TakeAlong:
                     self._empty_until = time.monotonic() + EMPTY_BACKOFF_S
         return [_parse(raw) for raw in raws]
 
-    def beside(
+    def run(
         self,
         queue: str,
         room: int,
         pool: str,
         task_id: str,
-        work: Callable[[Taken], str],
-        own: Callable[[], str],
+        alone: Callable[[], str],
+        together: Callable[[list[Taken]], list[str | BaseException]],
     ) -> str:
-        """Take what waits behind a task's message, run each taken chunk's `work` on the
-        take-along threads while `own` runs here, wait for them all and ack them
-        together; return `own`'s result."""
+        """Take what waits behind a task's message; with nothing taken run the task's
+        chunk `alone`, else run `together` on the taken messages (one outcome or exception
+        for the task's chunk, then one for each taken one) and ack them; return (or
+        raise) the task's own outcome."""
         taken = self.take(queue, room)
-        if taken:
-            metrics.TAKEN_ALONG.labels(pool).inc(len(taken))
-            log.info("took along count=%d queue=%s task=%s", len(taken), queue, task_id)
-        running = [self._threads.submit(self._one, message, work) for message in taken]
+        if not taken:
+            return alone()
+        metrics.TAKEN_ALONG.labels(pool).inc(len(taken))
+        log.info("took along count=%d queue=%s task=%s", len(taken), queue, task_id)
         try:
-            return own()
-        finally:
-            for message, future in zip(taken, running, strict=True):
-                if (error := future.exception()) is not None:  # waits; acked as a failed task is
-                    # in the words Celery logs a delivered task's failure with
-                    log.error(
-                        "Task %s[%s] raised unexpected: %r", TRANSLATE_TASK, message.task_id, error
-                    )
-            self.ack(taken)
-
-    def _one(self, message: Taken, work: Callable[[Taken], str]) -> str:
-        try:
-            return work(message)
+            own, *outcomes = together(taken)
         finally:
             with self._lock:
-                self._running -= 1
+                self._running -= len(taken)
+        # not acked when `together` broke down: kombu restores them, the watchdog resends
+        for message, outcome in zip(taken, outcomes, strict=True):
+            if isinstance(outcome, BaseException):  # acked as a failed task is
+                # in the words Celery logs a delivered task's failure with
+                task = f"{TRANSLATE_TASK}[{message.task_id}]"
+                log.error("Task %s raised unexpected: %r", task, outcome)
+        self.ack(taken)
+        if isinstance(own, BaseException):
+            raise own
+        return own
+
+    def spawn(self, fn: Callable[[], T]) -> Future[T]:
+        """Run fn on a take-along thread (one the take reserved)."""
+        return self._threads.submit(fn)
 
     def ack(self, taken: list[Taken]) -> None:
         """Remove ended messages from `unacked`, in one round trip."""

@@ -8,6 +8,7 @@ from stapel.celery_config import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
 from workers import control, faults, pipeline
 from workers.celery_app import celery
 from workers.runtime import state
+from workers.takealong import Taken
 
 faults.install()  # test hooks only; nothing happens unless STAPEL_TEST_* is set
 
@@ -20,7 +21,7 @@ def translate_chunk(
 
     `segments` is the chunk's size (messages sent before it was added have none);
     `interactive` marks the compat dialects' synchronous lane (stapel.broker). The small
-    chunk messages waiting behind this one are taken along and run beside it
+    chunk messages waiting behind this one are taken along and run with it as one unit
     (workers/takealong.py), except by an interactive chunk: its caller waits.
     """
     delivery = self.request.delivery_info or {}
@@ -32,15 +33,17 @@ def translate_chunk(
     place = (int(delivery.get("priority") or 0), self.request.id or "")
     own = partial(run, chunk_id, segments, place, interactive)
     current = state()
-    if interactive or not queue or current.budget.closed:
+    if interactive or segments is None or not queue or current.budget.closed:
         return own()
-    return current.takealong.beside(
+    along = current.takealong
+    mine = Taken("", place[1], chunk_id, segments, interactive, place[0])
+    return along.run(
         queue,
-        current.budget.limit - current.budget.held - (segments or 0),
+        current.budget.limit - current.budget.held - segments,
         current.settings.pool,
         place[1],
-        lambda m: run(m.chunk_id, m.segments, (m.priority, m.task_id), m.interactive),
         own,
+        lambda taken: pipeline.run_taken(self.app, [mine, *taken], worker, queue, along.spawn),
     )
 
 

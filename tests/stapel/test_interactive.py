@@ -8,6 +8,7 @@ from datetime import timedelta
 from sqlalchemy import func, select
 
 from stapel import interactive
+from stapel.broker import INTERACTIVE_PRIORITY
 from stapel.jobs import DocumentSpec, JobSpec, create_job
 from stapel.keys import get_or_create_tenant
 from stapel.states import ChunkOutcome, Status
@@ -86,3 +87,9 @@ def test_delete_keeps_a_job_that_is_active_again(any_session):
     end(s, job, Status.SUCCEEDED)
     assert interactive.delete_jobs(s, [job.id]) == 1
     assert s.scalar(select(func.count()).where(Job.id == job.id)) == 0
+
+
+def test_only_the_lanes_jobs_are_waited_on():
+    """Workers announce the ends of the interactive lane's jobs only (nobody waits on others)."""
+    assert interactive.waited_on(INTERACTIVE_PRIORITY)
+    assert not interactive.waited_on(INTERACTIVE_PRIORITY - 1)
