@@ -54,7 +54,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import ctranslate2
@@ -65,12 +65,25 @@ from stapel.broker import fast_lane
 from stapel.mtcache import piece_key
 from workers.families import Codec, decode_items, target_prefixes
 from workers.isolation import hand_out, isolate, logids
-from workers.submission import Item, Result, Submission, plan, with_scores
+from workers.submission import Item, Planned, Result, Submission, plan, with_scores
 
 log = logging.getLogger(__name__)
 
 Known = Callable[[list[tuple[str, str]]], dict[str, tuple[str, str]]]
 """Looks pieces up before they queue: (key, text) of each -> key -> (translation, origin)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One caller's segments for a batcher, with how they go in (Batcher.submit's)."""
+
+    items: list[tuple[int, str]]
+    priority: int = 5
+    job_id: str | None = None
+    tick_s: float | None = None
+    split_sentences: bool = True
+    known: Known | None = None
+    codec: Codec | None = None
 
 
 WINDOW_BUDGETS = 32
@@ -208,35 +221,99 @@ class Batcher:
         those a memory or the MT cache holds (one lookup for the whole request): they
         are answered at once and never reach the model.
         """
-        blank: list[tuple[int, Result]] = [(i, t) for i, t in items if not t.strip()]
-        work = [(i, t) for i, t in items if t.strip()]
-        request = Submission(job_id, len(items), self, tick_s)
-        request.deliver(blank)
-        if not work:
-            return request
+        request = Request(items, priority, job_id, tick_s, split_sentences, known, codec)
+        return self.submit_many([request])[0]
+
+    def submit_many(self, requests: Sequence[Request]) -> list[Submission]:
+        """`submit` for several requests at once: their texts encoded in one call per
+        codec, their pieces queued under one lock (a worker's many small chunks pay the
+        tokenizer's call and the batcher's wake-up once)."""
+        subs = [Submission(r.job_id, len(r.items), self, r.tick_s) for r in requests]
+        for request, sub in zip(requests, subs, strict=True):
+            sub.deliver([(i, t) for i, t in request.items if not t.strip()])
         encode_started = time.monotonic()
-        codec = codec or self.codec
-        planned = plan(
-            work,
-            lang=codec.lang,
-            split_sentences=split_sentences,
-            encode=codec.encode,
-            limit=self.max_input_tokens,
-        )
+        planned = self._plan(requests)
         metrics.observe_stage("tokenize", time.monotonic() - encode_started)
         now = time.monotonic()
-        fast = fast_lane(priority, len(work))
+        queued: list[tuple[Request, Submission, list[Item]]] = []
+        for request, sub, segments in zip(requests, subs, planned, strict=True):
+            if segments:
+                queued.append((request, sub, self._pieces(request, sub, segments, now)))
+        answered: list[tuple[Submission, list[tuple[Item, Result]], int, int]] = []
+        with self._cond:
+            for request, sub, pieces in queued:
+                lane = self._lanes.setdefault(request.priority, deque())
+                rides = 0
+                done: list[tuple[Item, Result]] = []
+                for item in pieces:
+                    item.seq = next(self._seq)
+                    sub.items.append(item)
+                    if self._ride(item):
+                        rides += 1
+                        continue
+                    if (delivered := self._delivered.get(item.key)) is not None:
+                        item.taken = True
+                        done.append((item, delivered[0]))
+                        continue
+                    self._inflight[item.key] = item
+                    lane.append(item)
+                    self._pending_tokens += item.size
+                self.stats.deduplicated += len(done)
+                answered.append((sub, done, rides, len(pieces)))
+            self._cond.notify()
+        for sub, done, rides, count in answered:
+            if done:
+                sub.receive(done)
+            metrics.observe_lookup("dedup", rides + len(done), count)
+        return subs
+
+    def _plan(self, requests: Sequence[Request]) -> list[list[Planned]]:
+        """Each request's non-blank segments cut into pieces and encoded: one encode call
+        for the requests that share a codec and a sentence split."""
+        planned: list[list[Planned]] = [[] for _ in requests]
+        alike: dict[tuple[int, bool], list[int]] = {}
+        for n, request in enumerate(requests):
+            codec = request.codec or self.codec
+            alike.setdefault((id(codec), request.split_sentences), []).append(n)
+        for numbers in alike.values():
+            first = requests[numbers[0]]
+            codec = first.codec or self.codec
+            owners = [(n, i) for n in numbers for i, t in requests[n].items if t.strip()]
+            texts = [t for n in numbers for _, t in requests[n].items if t.strip()]
+            if not texts:
+                continue
+            work = list(enumerate(texts))  # positions: owners maps them back
+            cut = plan(
+                work,
+                lang=codec.lang,
+                split_sentences=first.split_sentences,
+                encode=codec.encode,
+                limit=self.max_input_tokens,
+            )
+            for segment in cut:
+                n, segment.index = owners[segment.index]
+                planned[n].append(segment)
+        return planned
+
+    def _pieces(
+        self, request: Request, sub: Submission, planned: list[Planned], now: float
+    ) -> list[Item]:
+        """The request's pieces to queue, each keyed; those a memory or the MT cache
+        answers (`known`) are delivered at once instead."""
+        codec = request.codec or self.codec
+        fast = fast_lane(request.priority, len(planned))
         due = now + (INTERACTIVE_WAIT_S if fast else self.wait_s)
         pieces, looked = [], []
         for seg in planned:
-            request.expect(seg)
+            sub.expect(seg)
             for slot, tokens in enumerate(seg.tokens):
                 if tokens is not None:
-                    item = Item(0, now, request, seg.index, slot, tokens, due=due)
-                    item.fast, item.priority, item.codec = fast, priority, codec
+                    item = Item(0, now, sub, seg.index, slot, tokens, due=due)
+                    item.fast, item.priority, item.codec = fast, request.priority, codec
                     item.key = piece_key(codec.keyed(tokens))
                     pieces.append(item)
                     looked.append((item.key, seg.parts[slot].text))
+        known = request.known
         hits = known(looked) if known is not None and pieces else {}
         if hits:
             for origin in ("memory", "cache"):
@@ -244,34 +321,12 @@ class Batcher:
                     (i, hits[i.key][0]) for i in pieces if hits.get(i.key, ("", ""))[1] == origin
                 ]
                 if answered:
-                    request.receive(answered, origin)
+                    sub.receive(answered, origin)
             pieces = [item for item in pieces if item.key not in hits]
             with self._cond:
                 self.stats.cached += len(hits)
         pieces.sort(key=lambda item: item.size)
-        rides = 0
-        done: list[tuple[Item, Result]] = []
-        with self._cond:
-            lane = self._lanes.setdefault(priority, deque())
-            for item in pieces:
-                item.seq = next(self._seq)
-                request.items.append(item)
-                if self._ride(item):
-                    rides += 1
-                    continue
-                if (delivered := self._delivered.get(item.key)) is not None:
-                    item.taken = True
-                    done.append((item, delivered[0]))
-                    continue
-                self._inflight[item.key] = item
-                lane.append(item)
-                self._pending_tokens += item.size
-            self.stats.deduplicated += len(done)
-            self._cond.notify()
-        if done:
-            request.receive(done)
-        metrics.observe_lookup("dedup", rides + len(done), len(pieces))
-        return request
+        return pieces
 
     def _ride(self, item: Item) -> bool:
         """Attach item to an identical piece in flight, if that one is served no later.

@@ -15,8 +15,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import ctranslate2
@@ -28,7 +28,7 @@ from stapel.model_dirs import ModelDir, problems
 from stapel.model_families import MULTILINGUAL, FamilyError, detect
 from stapel.pivot import legs, served
 from workers import families, markup, pivoting
-from workers.batcher import Batcher, Known
+from workers.batcher import Batcher, Known, Request
 from workers.pivoting import PivotSubmission
 from workers.submission import Result, Submission
 
@@ -488,20 +488,23 @@ class Engine:
         if found is not None and found.family == "pivot":
             options = {"priority": priority, "job_id": job_id, "tick_s": tick_s}
             return pivoting.submit(self, found, items, options, split_sentences, cache_under)
-        model, codec = self._route(pair)
         if markup.has_codes(items):
+            model, codec = self._route(pair)
             return markup.submit(
                 model, items, priority=priority, job_id=job_id, tick_s=tick_s, codec=codec
             )
-        return model.batcher.submit(
-            items,
-            codec=codec,
-            priority=priority,
-            job_id=job_id,
-            tick_s=tick_s,
-            split_sentences=split_sentences,
-            known=known,
-        )
+        request = Request(items, priority, job_id, tick_s, split_sentences, known)
+        return self.submit_plain(pair, [request])[0]
+
+    def plain(self, pair: str) -> bool:
+        """Whether pair is served by one model (not a pivot through two)."""
+        found = self.pairs().get(pair)
+        return found is None or found.family != "pivot"
+
+    def submit_plain(self, pair: str, requests: Sequence[Request]) -> list[Submission]:
+        """Queue requests of a plain pair (no inline codes) in its model's batcher at once."""
+        model, codec = self._route(pair)
+        return model.batcher.submit_many([replace(r, codec=codec) for r in requests])
 
     def translate(self, pair: str, texts: list[str], split_sentences: bool = True) -> list[Result]:
         """Translate texts and return them in the same order."""

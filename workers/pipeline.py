@@ -39,6 +39,8 @@ from stapel.scores import MEMORY_SCORE, score_of
 from stapel.segment_errors import record_failures
 from stapel.states import ChunkOutcome, Origin, TaskOutcome
 from stapel.tables import Chunk
+from workers import markup
+from workers.batcher import Request
 from workers.lookups import Batches, Lookups, recall
 from workers.runtime import WorkerState, state
 from workers.submission import Result, SegmentError
@@ -222,6 +224,8 @@ class _Run:
     started: float = field(default_factory=time.monotonic)
     lookups: Lookups | None = None
     batches: Batches | None = None
+    rest: Pending = field(default_factory=list)
+    """Segments for the model (neither a memory's nor the cache's)."""
     held: list[Written] = field(default_factory=list)
     """Translations from memories and the cache, written with the rest."""
     left: int = 0
@@ -268,6 +272,7 @@ def _run_claimed(
     try:
         for run in order:
             step(run, partial(_begin, current, session))
+        _submit(current, order, step)
         for run in order:
             step(run, partial(_gather, current, session))
         _finish(current, celery, session, worker, runs)
@@ -356,7 +361,8 @@ def _step(
 
 
 def _begin(current: WorkerState, session: Session, run: _Run) -> None:
-    """Look the chunk's segments up and send the rest into the model's batcher."""
+    """Look the chunk's segments up (memories, the cache's tagged segments); the rest go
+    to the model's batcher next (_submit)."""
     claim, settings = run.claim, current.settings
     cached = current.engine.is_loaded(claim.pair)
     metrics.MODEL_CACHE.labels(claim.pair, "hit" if cached else "miss").inc()
@@ -373,21 +379,63 @@ def _begin(current: WorkerState, session: Session, run: _Run) -> None:
     rest = [(i, text) for i, text in run.pending if i not in recalled]
     lookups = run.lookups = Lookups(session, claim, settings, fp, rest)
     whole = lookups.tagged_hits(rest)
-    rest = [(i, text) for i, text in rest if i not in whole]
-    run.batches = current.engine.translate_batches(
-        claim.pair,
-        rest,
+    run.rest = [(i, text) for i, text in rest if i not in whole]
+    memory, cache = Origin.MEMORY.value, Origin.CACHE.value
+    run.held = [(i, t, memory, None, MEMORY_SCORE) for i, t in sorted(recalled.items())]
+    run.held += [(i, t, cache, fp, score_of(t)) for i, t in sorted(whole.items())]
+    run.left, run.recalled, run.reused = len(run.rest), len(recalled), len(whole)
+
+
+def _submit(current: WorkerState, runs: list[_Run], step: Callable[..., None]) -> None:
+    """Send the chunks' segments into their models' batchers: a plain pair's chunks
+    together (one encode call, one lock: Engine.submit_plain); a pivot pair's, those with
+    inline codes, and a group that fails (then each alone) one by one."""
+    engine = current.engine
+    plain: dict[str, list[_Run]] = {}
+    for run in runs:
+        if run.outcome is not None:
+            continue
+        if engine.plain(run.claim.pair) and not markup.has_codes(run.rest):
+            plain.setdefault(run.claim.pair, []).append(run)
+        else:
+            step(run, partial(_submit_one, current))
+    for pair, group in plain.items():
+        try:
+            submitted = engine.submit_plain(pair, [_request(current, run) for run in group])
+        except Exception:  # each alone: a failure stays its chunk's
+            for run in group:
+                step(run, partial(_submit_one, current))
+            continue
+        for run, batches in zip(group, submitted, strict=True):
+            run.batches = batches
+
+
+def _request(current: WorkerState, run: _Run) -> Request:
+    claim, lookups = run.claim, run.lookups
+    assert lookups is not None
+    return Request(
+        run.rest,
         priority=claim.priority,
         job_id=claim.job_id,
-        tick_s=settings.heartbeat_s,
+        tick_s=current.settings.heartbeat_s,
+        split_sentences=claim.split_sentences,
+        known=lookups.known if lookups.on else None,
+    )
+
+
+def _submit_one(current: WorkerState, run: _Run) -> None:
+    claim, lookups = run.claim, run.lookups
+    assert lookups is not None
+    run.batches = current.engine.translate_batches(
+        claim.pair,
+        run.rest,
+        priority=claim.priority,
+        job_id=claim.job_id,
+        tick_s=current.settings.heartbeat_s,
         split_sentences=claim.split_sentences,
         known=lookups.known if lookups.on else None,
         cache_under=lookups.under if lookups.cache else None,
     )
-    memory, cache = Origin.MEMORY.value, Origin.CACHE.value
-    run.held = [(i, t, memory, None, MEMORY_SCORE) for i, t in sorted(recalled.items())]
-    run.held += [(i, t, cache, fp, score_of(t)) for i, t in sorted(whole.items())]
-    run.left, run.recalled, run.reused = len(rest), len(recalled), len(whole)
 
 
 def _gather(current: WorkerState, session: Session, run: _Run) -> None:

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from tests.factories import same_width
-from workers.batcher import Batcher
+from workers.batcher import Batcher, Request
 from workers.engine import Engine
 
 
@@ -339,3 +339,18 @@ def test_a_withdrawn_request_leaves_its_rides_translated_for_the_others(model_ro
     (parts,) = collect(second)
     assert [text for part in parts for _, text in part] == expected
     assert list(first) == [] and len(recording.batches) == 1
+
+
+def test_requests_submitted_together_get_what_each_would_alone(model):
+    """submit_many encodes its requests' texts in one call and queues them under one lock;
+    each request still gets its own segments back, blanks and long ones included."""
+    engine, loaded = model
+    long = " ".join(f"word{i}" for i in range(300))  # cut into pieces at the input limit
+    texts = [["one small thing", "", long], ["a house", "one small thing"], ["  "]]
+    alone = [engine.translate("en-de", t) for t in texts]
+    requests = [Request([(10 * n + i, t) for i, t in enumerate(ts)]) for n, ts in enumerate(texts)]
+    before = loaded.batcher.stats.batches
+    submitted = loaded.batcher.submit_many(requests)
+    got = [dict(x for part in parts for x in part) for parts in collect(*submitted)]
+    assert loaded.batcher.stats.batches - before <= 2  # shared batches, not one per request
+    assert got == [{10 * n + i: t for i, t in enumerate(a)} for n, a in enumerate(alone)]
