@@ -47,14 +47,15 @@ class Budget:
             self._line.sort()
             return ticket
 
-    def take_now(self, segments: int) -> bool:
-        """Take room at once when no task waits in line and it fits; False: take a place
-        in line instead."""
+    def take_up_to(self, segments: int) -> int:
+        """Take as much room as there is, up to `segments`, when no task waits in line
+        (all of it when nothing is held: the first chunk always fits); 0 otherwise."""
         with self._room:
-            if self.closed or self._line or (self.held and self.held + segments > self.limit):
-                return False
-            self.held += segments
-            return True
+            if self.closed or self._line:
+                return 0
+            taken = segments if not self.held else max(0, min(segments, self.limit - self.held))
+            self.held += taken
+            return taken
 
     def wait(self, ticket: Ticket, look_s: float) -> bool:
         """Wait for room; True once taken, False when the ticket should look elsewhere.

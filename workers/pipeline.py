@@ -125,21 +125,20 @@ def _run_chunk(
 
 
 def run_taken(
-    celery: Celery, taken: Sequence[Taken], worker: str, queue: str, spawn: Spawn
+    celery: Celery, taken: Sequence[Taken], held: int, worker: str, queue: str, spawn: Spawn
 ) -> list[Outcome]:
-    """Run a task's chunk (first) and the chunks it took along as one unit: one hold of
-    the budget for all, one claim request, their steps together on this thread, one
-    finish request; return an outcome for each, in order.
+    """Run a task's chunk (first) and the chunks it took along as one unit, in the room
+    `held` in the worker's budget for them (what they do not need is given back at once):
+    one claim request, their steps together on this thread, one finish request; return
+    an outcome for each, in order.
 
-    When tasks wait in the budget's line, each chunk takes its own place in it instead
-    (run_chunk; the taken ones each on a thread of `spawn`). A taken chunk whose model
-    is not loaded yet goes on alone on such a thread, so the others do not wait for the
-    load (one whose model is refused here stays: it is handed back or fails at once).
+    A taken chunk whose model is not loaded yet goes on alone on a thread of `spawn`, so
+    the others do not wait for the load (one whose model is refused here stays: it is
+    handed back or fails at once).
     """
     current = state()
-    held = sum(message.segments for message in taken)
-    if not current.budget.take_now(held):
-        return _each_alone(celery, taken, worker, queue, spawn)
+    needed = sum(message.segments for message in taken)
+    current.release(held - needed)
     with current.lock:
         current.busy += len(taken)
     try:
@@ -161,23 +160,10 @@ def run_taken(
             for (n, _), outcome in zip(won, ran, strict=True):
                 outcomes[n] = outcome
     finally:
-        current.release(held)
+        current.release(needed)
         with current.lock:
             current.busy -= len(taken)
     return [outcomes[n] for n in range(len(taken))]
-
-
-def _each_alone(
-    celery: Celery, taken: Sequence[Taken], worker: str, queue: str, spawn: Spawn
-) -> list[Outcome]:
-    def alone(message: Taken) -> list[Outcome]:
-        place = (message.priority, message.task_id)
-        args = (celery, message.chunk_id, worker, queue, message.segments, place)
-        return [_caught(partial(run_chunk, *args, message.interactive))]
-
-    first, *others = taken  # the task's own on its thread; the take reserved the others'
-    running = [spawn(partial(alone, message)) for message in others]
-    return alone(first) + [future.result()[0] for future in running]
 
 
 def _caught(step: Callable[[], str]) -> Outcome:

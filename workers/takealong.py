@@ -4,11 +4,11 @@ Celery delivers one message at a time, and each costs the worker a BRPOP, a roun
 to record it among the unacknowledged, the consumer's request and event bookkeeping and
 a task thread's trace: about 0.6 ms of its CPU, most of a one-segment job's cost where
 the model is fast (docs/design/worker-cost.md). So a chunk's task takes the small chunk
-messages waiting behind its own on the same queue, as many as the worker has threads
-and segment budget for (TAKE_ROOM segments at most), in one script that moves each
-from its queue list into Redis's `unacked` hash and index exactly as kombu's QoS
-records a delivered message. Their chunks and the task's own run
-together as one unit on the task's thread (`pipeline.run_taken`: one claim request,
+messages waiting behind its own on the same queue, up to TAKE_AT_MOST within the room
+it holds in the worker's segment budget (TAKE_ROOM segments at most), in one script
+that moves each from its queue list into Redis's `unacked` hash and index exactly as
+kombu's QoS records a delivered message. Their chunks and the task's own run together
+as one unit on the task's thread (`pipeline.run_taken`: one claim request,
 their segments in the batcher together, one finish request), and the taken messages are
 acknowledged together when the unit ends.
 
@@ -46,9 +46,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TAKE_THREADS = 512
-"""Threads for taken chunks that go on alone (their model loads, or the budget has a
-line), per worker process: a take reserves one for each chunk it takes, so at most this
-many are taken at once."""
+"""Threads for taken chunks that go on alone while their model loads, per worker
+process; past that such a chunk goes on in its unit."""
 TAKE_AT_MOST = 100
 """At most this many messages in one take (a committer group's size)."""
 TAKE_SEGMENTS = 64
@@ -131,19 +130,15 @@ class TakeAlong:
         self._script: Script | None = None
         self._threads = ThreadPoolExecutor(TAKE_THREADS, thread_name_prefix="taken")
         self._lock = threading.Lock()
-        self._running = 0
+        self._spawned = 0
         self._empty_until = 0.0
 
     def take(self, queue: str, room: int) -> list[Taken]:
-        """Move up to the free threads' worth of small chunk messages from queue into
-        `unacked`, within `room` segments; [] when none waits (or Redis is away)."""
-        now = time.monotonic()
-        with self._lock:
-            want = min(TAKE_AT_MOST, TAKE_THREADS - self._running)
-            room = min(room, TAKE_ROOM)
-            if want <= 0 or room <= 0 or now < self._empty_until:
-                return []
-            self._running += want  # reserved: a concurrent take sees them taken
+        """Move up to TAKE_AT_MOST small chunk messages from queue into `unacked`, within
+        `room` segments; [] when none waits (or Redis is away)."""
+        room = min(room, TAKE_ROOM)
+        if room <= 0 or time.monotonic() < self._empty_until:
+            return []
         raws: list[bytes] = []
         if self._script is None:
             self._script = self.client.register_script(_TAKE)
@@ -154,15 +149,12 @@ class TakeAlong:
                     kombu_redis.Channel.unacked_index_key,
                     *queue_keys(queue),
                 ],
-                args=[want, room, TAKE_SEGMENTS, TRANSLATE_TASK, SEGMENTS_HEADER, queue],
+                args=[TAKE_AT_MOST, room, TAKE_SEGMENTS, TRANSLATE_TASK, SEGMENTS_HEADER, queue],
             )
         except redis.RedisError as exc:  # the task's own chunk goes on; nothing was moved
             log.warning("take along failed queue=%s error=%s", queue, type(exc).__name__)
-        finally:
-            with self._lock:
-                self._running -= want - len(raws)
-                if not raws:
-                    self._empty_until = time.monotonic() + EMPTY_BACKOFF_S
+        if not raws:
+            self._empty_until = time.monotonic() + EMPTY_BACKOFF_S
         return [_parse(raw) for raw in raws]
 
     def run(
@@ -171,24 +163,17 @@ class TakeAlong:
         room: int,
         pool: str,
         task_id: str,
-        alone: Callable[[], str],
         together: Callable[[list[Taken]], list[str | BaseException]],
     ) -> str:
-        """Take what waits behind a task's message; with nothing taken run the task's
-        chunk `alone`, else run `together` on the taken messages (one outcome or exception
-        for the task's chunk, then one for each taken one) and ack them; return (or
-        raise) the task's own outcome."""
+        """Take what waits behind a task's message (within `room` segments) and run
+        `together` on the taken messages (one outcome or exception for the task's chunk,
+        then one for each taken one); ack them; return (or raise) the task's own outcome."""
         taken = self.take(queue, room)
-        if not taken:
-            return alone()
-        metrics.TAKEN_ALONG.labels(pool).inc(len(taken))
-        log.info("took along count=%d queue=%s task=%s", len(taken), queue, task_id)
-        try:
-            own, *outcomes = together(taken)
-        finally:
-            with self._lock:
-                self._running -= len(taken)
-        # not acked when `together` broke down: kombu restores them, the watchdog resends
+        if taken:
+            metrics.TAKEN_ALONG.labels(pool).inc(len(taken))
+            log.info("took along count=%d queue=%s task=%s", len(taken), queue, task_id)
+        # not acked when `together` raises: kombu restores them, the watchdog resends
+        own, *outcomes = together(taken)
         for message, outcome in zip(taken, outcomes, strict=True):
             if isinstance(outcome, BaseException):  # acked as a failed task is
                 # in the words Celery logs a delivered task's failure with
@@ -200,8 +185,25 @@ class TakeAlong:
         return own
 
     def spawn(self, fn: Callable[[], T]) -> Future[T]:
-        """Run fn on a take-along thread (one the take reserved)."""
-        return self._threads.submit(fn)
+        """Run fn on a take-along thread, or here when all TAKE_THREADS are busy."""
+        with self._lock:
+            free = self._spawned < TAKE_THREADS
+            self._spawned += free
+        if free:
+            return self._threads.submit(self._counted, fn)
+        here: Future[T] = Future()
+        try:
+            here.set_result(fn())
+        except Exception as exc:  # the caller reads it from the future, as from a thread's
+            here.set_exception(exc)
+        return here
+
+    def _counted(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        finally:
+            with self._lock:
+                self._spawned -= 1
 
     def ack(self, taken: list[Taken]) -> None:
         """Remove ended messages from `unacked`, in one round trip."""

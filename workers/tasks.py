@@ -8,7 +8,7 @@ from stapel.celery_config import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
 from workers import control, faults, pipeline
 from workers.celery_app import celery
 from workers.runtime import state
-from workers.takealong import Taken
+from workers.takealong import TAKE_ROOM, Taken
 
 faults.install()  # test hooks only; nothing happens unless STAPEL_TEST_* is set
 
@@ -33,17 +33,23 @@ def translate_chunk(
     place = (int(delivery.get("priority") or 0), self.request.id or "")
     own = partial(run, chunk_id, segments, place, interactive)
     current = state()
-    if interactive or segments is None or not queue or current.budget.closed:
+    if interactive or segments is None or not queue:
+        return own()
+    # room for this chunk and what waits behind it, before the take: it stays within
+    held = current.budget.take_up_to(segments + TAKE_ROOM)
+    if held < segments:  # a line waits, or no room: this chunk takes its place in it
+        current.release(held)
         return own()
     along = current.takealong
     mine = Taken("", place[1], chunk_id, segments, interactive, place[0])
     return along.run(
         queue,
-        current.budget.limit - current.budget.held - segments,
+        held - segments,
         current.settings.pool,
         place[1],
-        own,
-        lambda taken: pipeline.run_taken(self.app, [mine, *taken], worker, queue, along.spawn),
+        lambda taken: pipeline.run_taken(
+            self.app, [mine, *taken], held, worker, queue, along.spawn
+        ),
     )
 
 

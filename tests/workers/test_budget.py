@@ -82,3 +82,18 @@ def test_closing_sends_every_ticket_to_look_elsewhere():
     tickets = [budget.enter(10) for _ in range(3)]
     budget.close()
     assert [budget.wait(t, look_s=60) for t in tickets] == [False] * 3
+
+
+def test_a_take_gets_what_room_there_is_and_none_past_a_line():
+    budget = Budget(10)
+    assert budget.take_up_to(25) == 25  # nothing held: the first always fits
+    budget.release(25)
+    assert budget.take_up_to(4) == 4
+    assert budget.take_up_to(25) == 6  # the rest of the room
+    assert budget.take_up_to(3) == 0 and budget.held == 10
+    budget.release(6)
+    waiting = budget.enter(8)  # a task waits in line: no room is taken past it
+    assert budget.take_up_to(3) == 0
+    budget.leave(waiting)
+    budget.close()
+    assert budget.take_up_to(3) == 0

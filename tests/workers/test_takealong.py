@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -71,15 +72,26 @@ def test_a_take_stops_at_the_first_message_it_may_not_take(celery, redis_client)
     assert _left(redis_client, "gpu") == ["other", "gpu-small"]
 
 
-def test_a_take_stays_within_the_room_and_the_free_threads(celery, redis_client, monkeypatch):
+def test_a_take_stays_within_the_room_and_its_count(celery, redis_client, monkeypatch):
     for n in range(6):
         _send(celery, f"c{n}", segments=3)
     along = TakeAlong(redis_client)
 
     assert [t.chunk_id for t in along.take("cpu", room=7)] == ["c0", "c1"]  # 3 + 3 <= 7
 
-    monkeypatch.setattr(takealong, "TAKE_THREADS", 3)  # two of them still run
+    monkeypatch.setattr(takealong, "TAKE_AT_MOST", 1)
     assert [t.chunk_id for t in along.take("cpu", room=100)] == ["c2"]
+
+
+def test_a_chunk_goes_on_alone_on_a_thread_while_one_is_free(redis_client, monkeypatch):
+    along = TakeAlong(redis_client)
+    here = threading.get_ident()
+    assert along.spawn(threading.get_ident).result(timeout=10) != here
+
+    monkeypatch.setattr(takealong, "TAKE_THREADS", 0)  # none free: it runs where it was
+    assert along.spawn(threading.get_ident).result(timeout=0) == here
+    failed = along.spawn(lambda: 1 / 0)
+    assert isinstance(failed.exception(timeout=0), ZeroDivisionError)
 
 
 def test_kombu_restores_a_taken_message_to_its_queue(celery, redis_client):
