@@ -47,13 +47,14 @@ class Budget:
             self._line.sort()
             return ticket
 
-    def take_up_to(self, segments: int) -> int:
-        """Take as much room as there is, up to `segments`, when no task waits in line
-        (all of it when nothing is held: the first chunk always fits); 0 otherwise."""
+    def take_up_to(self, segments: int, more: int) -> int:
+        """Take room for a chunk of `segments` and up to `more` beside it, when no task
+        waits in line: the chunk's as `wait` would give it (it fits when nothing is
+        held), the rest only within the limit; 0 when the chunk does not fit now."""
         with self._room:
-            if self.closed or self._line:
+            if self.closed or self._line or (self.held and self.held + segments > self.limit):
                 return 0
-            taken = segments if not self.held else max(0, min(segments, self.limit - self.held))
+            taken = segments + max(0, min(more, self.limit - self.held - segments))
             self.held += taken
             return taken
 

@@ -36,9 +36,8 @@ def translate_chunk(
     if interactive or segments is None or not queue:
         return own()
     # room for this chunk and what waits behind it, before the take: it stays within
-    held = current.budget.take_up_to(segments + TAKE_ROOM)
+    held = current.budget.take_up_to(segments, TAKE_ROOM)
     if held < segments:  # a line waits, or no room: this chunk takes its place in it
-        current.release(held)
         return own()
     along = current.takealong
     mine = Taken("", place[1], chunk_id, segments, interactive, place[0])

@@ -86,14 +86,14 @@ def test_closing_sends_every_ticket_to_look_elsewhere():
 
 def test_a_take_gets_what_room_there_is_and_none_past_a_line():
     budget = Budget(10)
-    assert budget.take_up_to(25) == 25  # nothing held: the first always fits
+    assert budget.take_up_to(25, 5) == 25  # nothing held: the chunk fits, nothing beside it
     budget.release(25)
-    assert budget.take_up_to(4) == 4
-    assert budget.take_up_to(25) == 6  # the rest of the room
-    assert budget.take_up_to(3) == 0 and budget.held == 10
+    assert budget.take_up_to(4, 0) == 4
+    assert budget.take_up_to(2, 25) == 6  # the chunk and the rest of the room beside it
+    assert budget.take_up_to(1, 3) == 0 and budget.held == 10  # the chunk does not fit
     budget.release(6)
     waiting = budget.enter(8)  # a task waits in line: no room is taken past it
-    assert budget.take_up_to(3) == 0
+    assert budget.take_up_to(1, 0) == 0
     budget.leave(waiting)
     budget.close()
-    assert budget.take_up_to(3) == 0
+    assert budget.take_up_to(1, 0) == 0
