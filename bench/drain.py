@@ -156,7 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--web-processes", type=int, default=None)
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the worker")
     parser.add_argument("--out", default=None, help="where to write the run")
-    parser.add_argument("--py-spy", default=None, help="record the drain with py-spy here")
+    parser.add_argument(
+        "--py-spy", default=None, help="record the drain with py-spy here (pip install it first)"
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--parallel-batches", type=int, default=0)
