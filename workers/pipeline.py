@@ -397,31 +397,28 @@ def _submit(current: WorkerState, runs: list[_Run], step: Callable[..., None]) -
 
 
 def _request(current: WorkerState, run: _Run) -> Request:
-    claim, lookups = run.claim, run.lookups
-    assert lookups is not None
-    return Request(
-        run.rest,
-        priority=claim.priority,
-        job_id=claim.job_id,
-        tick_s=current.settings.heartbeat_s,
-        split_sentences=claim.split_sentences,
-        known=lookups.known if lookups.on else None,
-    )
+    return Request(run.rest, **_options(current, run))
 
 
 def _submit_one(current: WorkerState, run: _Run) -> None:
+    assert run.lookups is not None
+    cache_under = run.lookups.under if run.lookups.cache else None
+    run.batches = current.engine.translate_batches(
+        run.claim.pair, run.rest, cache_under=cache_under, **_options(current, run)
+    )
+
+
+def _options(current: WorkerState, run: _Run) -> dict:
+    """How the chunk's segments go into a batcher (Batcher.submit's keywords)."""
     claim, lookups = run.claim, run.lookups
     assert lookups is not None
-    run.batches = current.engine.translate_batches(
-        claim.pair,
-        run.rest,
-        priority=claim.priority,
-        job_id=claim.job_id,
-        tick_s=current.settings.heartbeat_s,
-        split_sentences=claim.split_sentences,
-        known=lookups.known if lookups.on else None,
-        cache_under=lookups.under if lookups.cache else None,
-    )
+    return {
+        "priority": claim.priority,
+        "job_id": claim.job_id,
+        "tick_s": current.settings.heartbeat_s,
+        "split_sentences": claim.split_sentences,
+        "known": lookups.known if lookups.on else None,
+    }
 
 
 def _gather(current: WorkerState, session: Session, run: _Run) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -399,3 +400,11 @@ def killed_by_hook(stack, fault: str, said: str, concurrency: int) -> GroupWorke
     wait_for(lambda: not victim.alive(), timeout=DEADLINE_S, what="the hook to kill the worker")
     assert said in victim.full_log()
     return victim
+
+
+def broken_copy(model_root: Path, into: Path, pair: str, name: str) -> Path:
+    """Copy model_root to `into`, with garbage in the pair directory's file `name` (a
+    failed sync: the directory looks complete)."""
+    shutil.copytree(model_root, into)
+    (into / pair / name).write_bytes(b"not a model file" * 10)
+    return into

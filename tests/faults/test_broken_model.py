@@ -10,13 +10,12 @@ and readiness say the pair is broken.
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pytest
 
 from tests.factories import wait_for
-from tests.faults.harness import DEADLINE_S, Reference
+from tests.faults.harness import DEADLINE_S, Reference, broken_copy
 from tests.faults.procs import GroupWorker
 from workers.runtime import ready
 
@@ -25,10 +24,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 @pytest.fixture
 def broken_root(model_root, tmp_path):
-    root = tmp_path / "broken-models"
-    shutil.copytree(model_root, root)
-    (root / "en-de" / "source.spm").write_bytes(b"not a sentencepiece model" * 10)
-    return root
+    return broken_copy(model_root, tmp_path / "broken-models", "en-de", "source.spm")
 
 
 def test_a_broken_model_on_one_worker_is_that_workers_problem(

@@ -10,12 +10,10 @@ and translate every en-de job once, as separate tasks would have.
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from tests.factories import sentences
-from tests.faults.harness import Reference
+from tests.faults.harness import Reference, broken_copy
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -26,10 +24,7 @@ EVERY = 4
 
 @pytest.fixture
 def de_en_broken(model_root, tmp_path):
-    root = tmp_path / "de-en-broken"
-    shutil.copytree(model_root, root)
-    (root / "de-en" / "model.bin").write_bytes(b"not a CTranslate2 model" * 10)
-    return root
+    return broken_copy(model_root, tmp_path / "de-en-broken", "de-en", "model.bin")
 
 
 def test_a_failing_chunk_in_a_taken_unit_fails_alone(make_stack, de_en_broken, model_root, report):
