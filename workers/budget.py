@@ -107,3 +107,21 @@ class Budget:
     def _fits(self, ticket: Ticket) -> bool:
         head = self._line[0] is ticket
         return head and (not self.held or self.held + ticket.segments <= self.limit)
+
+
+class Held:
+    """Room taken in a budget (`take_up_to`): part of it given back as soon as it is
+    known to be spare (`keep`), the rest once the work ends (`release`, once)."""
+
+    def __init__(self, budget: Budget, segments: int) -> None:
+        self.budget, self.segments = budget, segments
+
+    def keep(self, segments: int) -> None:
+        """Give back all but `segments` of the room held."""
+        spare, self.segments = self.segments - segments, segments
+        self.budget.release(spare)
+
+    def release(self) -> None:
+        """Give back what is still held."""
+        held, self.segments = self.segments, 0
+        self.budget.release(held)

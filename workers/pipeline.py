@@ -41,6 +41,7 @@ from stapel.states import ChunkOutcome, Origin, TaskOutcome
 from stapel.tables import Chunk
 from workers import markup
 from workers.batcher import Request
+from workers.budget import Held
 from workers.lookups import Batches, Lookups, recall
 from workers.runtime import WorkerState, state
 from workers.submission import Result, SegmentError
@@ -125,10 +126,11 @@ def _run_chunk(
 
 
 def run_taken(
-    celery: Celery, taken: Sequence[Taken], held: int, worker: str, queue: str, spawn: Spawn
+    celery: Celery, taken: Sequence[Taken], held: Held, worker: str, queue: str, spawn: Spawn
 ) -> list[Outcome]:
     """Run a task's chunk (first) and the chunks it took along as one unit, in the room
-    `held` in the worker's budget for them (what they do not need is given back at once):
+    `held` in the worker's budget for them (what they do not need is given back at once,
+    the rest when they end):
     one claim request, their steps together on this thread, one finish request; return
     an outcome for each, in order.
 
@@ -137,8 +139,7 @@ def run_taken(
     handed back or fails at once).
     """
     current = state()
-    needed = sum(message.segments for message in taken)
-    current.release(held - needed)
+    held.keep(sum(message.segments for message in taken))
     with current.lock:
         current.busy += len(taken)
     try:
@@ -160,7 +161,7 @@ def run_taken(
             for (n, _), outcome in zip(won, ran, strict=True):
                 outcomes[n] = outcome
     finally:
-        current.release(needed)
+        held.release()
         with current.lock:
             current.busy -= len(taken)
     return [outcomes[n] for n in range(len(taken))]

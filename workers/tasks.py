@@ -6,6 +6,7 @@ from functools import partial
 
 from stapel.celery_config import CALLBACK_TASK, TRANSLATE_TASK, WATCHDOG_TASK
 from workers import control, faults, pipeline
+from workers.budget import Held
 from workers.celery_app import celery
 from workers.runtime import state
 from workers.takealong import TAKE_ROOM, Taken
@@ -26,30 +27,31 @@ def translate_chunk(
     """
     delivery = self.request.delivery_info or {}
     worker, queue = self.request.hostname or "worker", delivery.get("routing_key", "")
-
-    def run(chunk: str, size: int | None, place: tuple[int, str], lane: bool) -> str:
-        return pipeline.run_chunk(self.app, chunk, worker, queue, size, place, lane)
-
     place = (int(delivery.get("priority") or 0), self.request.id or "")
-    own = partial(run, chunk_id, segments, place, interactive)
+    own = partial(
+        pipeline.run_chunk, self.app, chunk_id, worker, queue, segments, place, interactive
+    )
     current = state()
     if interactive or segments is None or not queue:
         return own()
     # room for this chunk and what waits behind it, before the take: it stays within
-    held = current.budget.take_up_to(segments, TAKE_ROOM)
-    if held < segments:  # a line waits, or no room: this chunk takes its place in it
+    held = Held(current.budget, current.budget.take_up_to(segments, TAKE_ROOM))
+    if held.segments < segments:  # a line waits, or no room: this chunk takes its place
         return own()
     along = current.takealong
     mine = Taken("", place[1], chunk_id, segments, interactive, place[0])
-    return along.run(
-        queue,
-        held - segments,
-        current.settings.pool,
-        place[1],
-        lambda taken: pipeline.run_taken(
-            self.app, [mine, *taken], held, worker, queue, along.spawn
-        ),
-    )
+    try:
+        return along.run(
+            queue,
+            held.segments - segments,
+            current.settings.pool,
+            place[1],
+            lambda taken: pipeline.run_taken(
+                self.app, [mine, *taken], held, worker, queue, along.spawn
+            ),
+        )
+    finally:
+        held.release()  # whatever happened in the take
 
 
 @celery.task(name=WATCHDOG_TASK, bind=True)

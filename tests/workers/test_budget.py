@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from tests.factories import wait_for
-from workers.budget import Budget
+from workers.budget import Budget, Held
 
 
 def _waiter(budget: Budget, segments: int, priority: int, order: list[int], tag: int):
@@ -97,3 +97,14 @@ def test_a_take_gets_what_room_there_is_and_none_past_a_line():
     budget.leave(waiting)
     budget.close()
     assert budget.take_up_to(1, 0) == 0
+
+
+def test_held_room_is_given_back_in_part_then_whole_once():
+    budget = Budget(10)
+    held = Held(budget, budget.take_up_to(2, 8))
+    assert held.segments == 10
+    held.keep(3)  # what the take needed: the spare 7 go back at once
+    assert budget.held == 3
+    held.release()
+    held.release()  # a second release gives back nothing more
+    assert budget.held == 0
