@@ -294,7 +294,7 @@ def test_scores_show_in_the_preview_and_review_is_counted(browser, server, worke
     user.page.locator("#pair").select_option("en-de")
     user.page.get_by_label("Send segments scored under this to review").fill("0.885")
     lines = [english for english, _ in build_corpus(0, 12).test]  # the demo model's grammar
-    lines += ["runs we see green.", "small a dog runs we see."]  # outside it: under 0.5
+    lines += ["runs we see green.", "see runs small the a green we."]  # outside it: under 0.5
     job = user.upload([("scored.txt", "text/plain", ("\n".join(lines) + "\n").encode())])
     assert job["min_score"] == 0.885
     card = user.job(job["id"])
