@@ -215,8 +215,6 @@ class _Run:
     """Segments for the model (neither a memory's nor the cache's)."""
     held: list[Written] = field(default_factory=list)
     """Translations from memories and the cache, written with the rest."""
-    left: int = 0
-    """Segments sent to the model."""
     recalled: int = 0
     reused: int = 0
     failed: int = 0
@@ -370,7 +368,7 @@ def _begin(current: WorkerState, session: Session, run: _Run) -> None:
     memory, cache = Origin.MEMORY.value, Origin.CACHE.value
     run.held = [(i, t, memory, None, MEMORY_SCORE) for i, t in sorted(recalled.items())]
     run.held += [(i, t, cache, fp, score_of(t)) for i, t in sorted(whole.items())]
-    run.left, run.recalled, run.reused = len(run.rest), len(recalled), len(whole)
+    run.recalled, run.reused = len(recalled), len(whole)
 
 
 def _submit(current: WorkerState, runs: list[_Run], step: Callable[..., None]) -> None:
@@ -427,7 +425,7 @@ def _gather(current: WorkerState, session: Session, run: _Run) -> None:
     assert run.batches is not None and run.lookups is not None
     try:
         run.last, run.failed = _write_parts(
-            current, session, run.claim, run.batches, run.left, run.lookups, run.held
+            current, session, run.claim, run.batches, len(run.rest), run.lookups, run.held
         )
     finally:
         run.batches.withdraw()  # a stop or an error: its waiting segments leave the batcher
