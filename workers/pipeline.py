@@ -46,7 +46,7 @@ from workers.lookups import Batches, Lookups, recall
 from workers.runtime import WorkerState, state
 from workers.submission import Result, SegmentError
 from workers.takealong import Taken
-from workers.unavailable import model_unavailable
+from workers.unavailable import model_unavailable, send_back
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +225,8 @@ class _Run:
     """The finish's outcome (or what it raised)."""
     outcome: Outcome | None = None
     """Set once the chunk is done with (the later steps skip it)."""
+    given_back: ModelUnavailable | None = None
+    """Why the chunk was given back (sent again once the unit has ended)."""
 
 
 def _run_claimed(
@@ -282,6 +284,8 @@ def _run_claimed(
     for run in here:
         if isinstance(run.outcome, str):
             metrics.CHUNKS.labels(current.settings.pool, run.outcome).inc()
+    given_back = [(run.claim, run.given_back) for run in here if run.given_back is not None]
+    send_back(current, celery, session, given_back, worker)
     for n, future in alone.items():
         runs[n].outcome = future.result()[0]
     return [run.outcome if run.outcome is not None else TaskOutcome.STOPPED for run in runs]
@@ -332,6 +336,8 @@ def _step(
                 action(run)
             except ModelUnavailable as exc:
                 run.outcome = model_unavailable(current, celery, session, claim, exc, worker)
+                if run.outcome == TaskOutcome.UNAVAILABLE:
+                    run.given_back = exc
             except PermanentTranslationError as exc:
                 run.outcome = _fail(current, celery, session, claim, str(exc), retry=False)
             except (RuntimeError, ValueError) as exc:
