@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 Outcome = str | BaseException
 """What became of one chunk: its outcome, or what it raised (as its task would have)."""
-Spawn = Callable[[Callable[[], list[Outcome]]], "Future[list[Outcome]]"]
+Spawn = Callable[[Callable[[], list[Outcome]]], "Future[list[Outcome]] | None"]
 """Runs a function on another thread (the take-along's)."""
 
 
@@ -136,7 +136,8 @@ def run_taken(
 
     A taken chunk whose model is not loaded yet goes on alone on a thread of `spawn`, so
     the others do not wait for the load (one whose model is refused here stays: it is
-    handed back or fails at once).
+    handed back or fails at once; with no thread free it stays too, and the unit waits
+    for the load with every claim heartbeating).
     """
     current = state()
     held.keep(sum(message.segments for message in taken))
@@ -248,19 +249,19 @@ def _run_claimed(
     alone: dict[int, Future[list[Outcome]]] = {}
     for n, run in enumerate(runs):
         if spawn is not None and n > 0 and _loads(current, run.claim.pair):
-            alone[n] = spawn(partial(_go_on_alone, current, celery, run, worker, queue))
-            run.outcome = TaskOutcome.STOPPED  # a placeholder: the steps here skip it
-        else:
-            _claimed(run.claim, worker, queue)
+            future = spawn(partial(_go_on_alone, current, celery, run, worker, queue))
+            if future is not None:  # else no thread is free: it stays, and waits here
+                alone[n] = future
+                run.outcome = TaskOutcome.STOPPED  # a placeholder: the steps here skip it
+                continue
+        _claimed(run.claim, worker, queue)
     step = partial(_step, current, celery, session, worker)
-    # the first (the task's own) stays here; when its model loads, after the others
-    late = spawn is not None and bool(runs) and _loads(current, runs[0].claim.pair)
-    order = runs[1:] + runs[:1] if late else runs
     try:
-        for run in order:
+        _load_models(current, session, runs)
+        for run in runs:
             step(run, partial(_begin, current, session))
-        _submit(current, order, step)
-        for run in order:
+        _submit(current, runs, step)
+        for run in runs:
             step(run, partial(_gather, current, session))
         _finish(current, celery, session, worker, runs)
     finally:
@@ -351,14 +352,44 @@ def _step(
             run.outcome = exc
 
 
+def _load_models(current: WorkerState, session: Session, runs: list[_Run]) -> None:
+    """Load the models the unit's chunks need, heartbeating every claim of the unit
+    meanwhile: a model that takes long to load must cost no chunk its claim, neither
+    its own chunks nor the others waiting with them. A load that raises is each of its
+    chunks' to meet in _begin (a refused pair raises there at once)."""
+    engine = current.engine
+    live = [run for run in runs if run.outcome is None]
+    for run in live:
+        loaded = engine.is_loaded(run.claim.pair)
+        metrics.MODEL_CACHE.labels(run.claim.pair, "hit" if loaded else "miss").inc()
+
+    def beat() -> bool:
+        for run in live:
+            claim = run.claim
+            if run.outcome is None and not with_retry(
+                session, lambda: record_batch(session, claim, [])
+            ):
+                run.outcome = _stopped(claim)
+        return any(run.outcome is None for run in live)
+
+    for pair in dict.fromkeys(run.claim.pair for run in live):
+        if engine.is_loaded(pair) or engine.refused(pair) is not None:
+            continue
+        try:
+            engine.wait_loaded(pair, current.settings.beat_s, beat)
+        except Exception:  # noqa: S110 - met again, and mapped, in each chunk's _begin
+            pass
+        if not any(run.outcome is None for run in live):
+            return
+
+
 def _begin(current: WorkerState, session: Session, run: _Run) -> None:
     """Look the chunk's segments up (memories, the cache's tagged segments); the rest go
-    to the model's batcher next (_submit)."""
+    to the model's batcher next (_submit). Its model is loaded (_load_models), or its
+    load raises here (ModelUnavailable: handed back or failed by _step)."""
     claim, settings = run.claim, current.settings
-    cached = current.engine.is_loaded(claim.pair)
-    metrics.MODEL_CACHE.labels(claim.pair, "hit" if cached else "miss").inc()
-    # a model that takes long to load must not cost this chunk its claim: heartbeat meanwhile
-    if not cached and not current.engine.wait_loaded(
+    # loaded, unless evicted since (then loaded again, heartbeating) or its load raised
+    if not current.engine.wait_loaded(
         claim.pair,
         settings.beat_s,
         lambda: with_retry(session, lambda: record_batch(session, claim, [])),

@@ -47,7 +47,8 @@ T = TypeVar("T")
 
 TAKE_THREADS = 512
 """Threads for taken chunks that go on alone while their model loads, per worker
-process; past that such a chunk goes on in its unit."""
+process; past that such a chunk stays in its unit, which waits for the load with it
+(every claim of the unit heartbeating: pipeline._load_models)."""
 TAKE_AT_MOST = 100
 """At most this many messages in one take (a committer group's size)."""
 TAKE_SEGMENTS = 64
@@ -184,19 +185,14 @@ class TakeAlong:
             raise own
         return own
 
-    def spawn(self, fn: Callable[[], T]) -> Future[T]:
-        """Run fn on a take-along thread, or here when all TAKE_THREADS are busy."""
+    def spawn(self, fn: Callable[[], T]) -> Future[T] | None:
+        """Run fn on a take-along thread; None when all TAKE_THREADS are busy (the caller
+        runs it itself)."""
         with self._lock:
-            free = self._spawned < TAKE_THREADS
-            self._spawned += free
-        if free:
-            return self._threads.submit(self._counted, fn)
-        here: Future[T] = Future()
-        try:
-            here.set_result(fn())
-        except Exception as exc:  # the caller reads it from the future, as from a thread's
-            here.set_exception(exc)
-        return here
+            if self._spawned >= TAKE_THREADS:
+                return None
+            self._spawned += 1
+        return self._threads.submit(self._counted, fn)
 
     def _counted(self, fn: Callable[[], T]) -> T:
         try:
