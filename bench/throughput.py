@@ -129,6 +129,7 @@ def one_call(translator: ctranslate2.Translator, tokens: list[list[str]], args) 
         beam_size=1,
         max_decoding_length=args.decode,
         min_decoding_length=args.decode,
+        return_scores=getattr(args, "raw_scores", False),
     )
 
 
@@ -455,6 +456,12 @@ def main(argv: list[str] | None = None) -> None:
         help="raw runs with the worker's allocator thresholds (workers/allocator.py); "
         "by default raw keeps glibc's, as CTranslate2 alone runs",
     )
+    parser.add_argument(
+        "--raw-scores",
+        action="store_true",
+        help="raw asks for each hypothesis's score too, as the worker does (its confidence "
+        "scores): what they cost the translation; by default raw translates only",
+    )
     args = parser.parse_args(argv)
     if args.raw_malloc_tuning:
         allocator.tune(True)  # this process: raw runs here, the stack in its own processes
@@ -477,6 +484,7 @@ def main(argv: list[str] | None = None) -> None:
         "batch_memory_tokens": memory_tokens,
         "ctranslate2": ctranslate2.__version__,
         "raw_malloc_tuning": args.raw_malloc_tuning,
+        "raw_scores": args.raw_scores,
         "rows": {},
     }
     print("raw CTranslate2 ...", flush=True)

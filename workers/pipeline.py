@@ -365,11 +365,9 @@ def _load_models(current: WorkerState, session: Session, runs: list[_Run]) -> No
 
     def beat() -> bool:
         for run in live:
-            claim = run.claim
-            if run.outcome is None and not with_retry(
-                session, lambda: record_batch(session, claim, [])
-            ):
-                run.outcome = _stopped(claim)
+            heartbeat = partial(record_batch, session, run.claim, [])
+            if run.outcome is None and not with_retry(session, heartbeat):
+                run.outcome = _stopped(run.claim)
         return any(run.outcome is None for run in live)
 
     for pair in dict.fromkeys(run.claim.pair for run in live):
@@ -377,7 +375,7 @@ def _load_models(current: WorkerState, session: Session, runs: list[_Run]) -> No
             continue
         try:
             engine.wait_loaded(pair, current.settings.beat_s, beat)
-        except Exception:  # noqa: S110 - met again, and mapped, in each chunk's _begin
+        except Exception:  # met again, and mapped, in each chunk's _begin
             pass
         if not any(run.outcome is None for run in live):
             return

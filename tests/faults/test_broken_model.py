@@ -78,9 +78,7 @@ def test_a_broken_model_on_one_worker_is_that_workers_problem(
     assert ready(client, healthy.name) == (True, "ready")
 
 
-def test_chunks_taken_together_are_given_back_together(
-    make_stack, broken_root, model_root, report
-):
+def test_chunks_taken_together_are_given_back_together(make_stack, broken_root, model_root, report):
     stack = make_stack()
     stack.start_beat()
     # present in the pool (the broken worker must hand back, not fail) but taking nothing
@@ -90,8 +88,9 @@ def test_chunks_taken_together_are_given_back_together(
     broken = stack.worker("broken", concurrency=2, env={"STAPEL_MODEL_ROOT": str(broken_root)})
     # twice: the second time the pair is known broken, so the chunks stay in their unit
     wait_for(
-        lambda: broken.full_log().count("chunk handed back: model unavailable here")
-        >= 2 * len(ids),
+        lambda: (
+            broken.full_log().count("chunk handed back: model unavailable here") >= 2 * len(ids)
+        ),
         timeout=DEADLINE_S,
         what="the broken worker to give every chunk back twice",
     )
