@@ -365,13 +365,12 @@ def _load_models(current: WorkerState, session: Session, runs: list[_Run]) -> No
 
     def beat() -> bool:
         for run in live:
-            heartbeat = partial(record_batch, session, run.claim, [])
-            if run.outcome is None and not with_retry(session, heartbeat):
+            if run.outcome is None and not _heartbeat(session, run.claim):
                 run.outcome = _stopped(run.claim)
         return any(run.outcome is None for run in live)
 
     for pair in dict.fromkeys(run.claim.pair for run in live):
-        if engine.is_loaded(pair) or engine.refused(pair) is not None:
+        if not _loads(current, pair):
             continue
         try:
             engine.wait_loaded(pair, current.settings.beat_s, beat)
@@ -381,6 +380,11 @@ def _load_models(current: WorkerState, session: Session, runs: list[_Run]) -> No
             return
 
 
+def _heartbeat(session: Session, claim: Claim) -> bool:
+    """Heartbeat a claim with nothing written; False once it is lost."""
+    return with_retry(session, partial(record_batch, session, claim, []))
+
+
 def _begin(current: WorkerState, session: Session, run: _Run) -> None:
     """Look the chunk's segments up (memories, the cache's tagged segments); the rest go
     to the model's batcher next (_submit). Its model is loaded (_load_models), or its
@@ -388,9 +392,7 @@ def _begin(current: WorkerState, session: Session, run: _Run) -> None:
     claim, settings = run.claim, current.settings
     # loaded, unless evicted since (then loaded again, heartbeating) or its load raised
     if not current.engine.wait_loaded(
-        claim.pair,
-        settings.beat_s,
-        lambda: with_retry(session, lambda: record_batch(session, claim, [])),
+        claim.pair, settings.beat_s, partial(_heartbeat, session, claim)
     ):
         run.outcome = _stopped(claim)
         return
