@@ -258,11 +258,13 @@ class WorkerProbe:
         self.url, self.stack, self.translators = url, stack, translators
 
     def read(self) -> dict:
-        totals = {"batches": 0.0, "batched_segments": 0.0, "translate_s": 0.0}
+        totals = {"batches": 0.0, "batched_segments": 0.0, "translate_s": 0.0, "taken": 0.0}
         text_ = requests.get(self.url, timeout=10).text
         for family in text_string_to_metric_families(text_):
             for sample in family.samples:
-                if sample.name == "stapel_batch_size_count":
+                if sample.name == "stapel_taken_along_total":
+                    totals["taken"] += sample.value
+                elif sample.name == "stapel_batch_size_count":
                     totals["batches"] += sample.value
                 elif sample.name == "stapel_batch_size_sum":
                     totals["batched_segments"] += sample.value
@@ -285,6 +287,7 @@ class WorkerProbe:
         )
         delta = {k: after[k] - before[k] for k in before}
         row["batches"] = int(delta["batches"])
+        row["taken_along"] = int(delta["taken"])
         row["mean_batch_segments"] = delta["batched_segments"] / max(delta["batches"], 1)
         row["translator_busy"] = delta["translate_s"] / row["seconds"]
         row["cpu_s"] = {k: round(cpu_after[k] - cpu_before.get(k, 0.0), 2) for k in cpu_after}
@@ -313,6 +316,7 @@ def many_small(client: Client, docs: list[list[str]]) -> dict:
     latencies = [lat for _, lat in submitted]
     return {
         "segments": sum(map(len, docs)),
+        "jobs": len(docs),
         "seconds": elapsed,
         "submit_jobs_per_s": len(docs) / submit_s,
         "post_p50_ms": 1000 * percentile(latencies, 50),
@@ -615,6 +619,11 @@ def print_table(results: dict, out: Path) -> None:
             print(
                 f"CPU seconds during {name} ({row['seconds']:.1f} s wall): "
                 + ", ".join(f"{k} {v:.1f}" for k, v in row["cpu_s"].items())
+            )
+        if "jobs" in row:
+            print(
+                f"{name}: {row['taken_along']} of {row['jobs']} jobs' messages taken along "
+                "by a task, the rest delivered by Celery one at a time"
             )
     print(
         many_small_gap(results["rows"]["raw (small-job segments)"], results["rows"]["many small"])
