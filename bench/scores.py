@@ -21,12 +21,10 @@ import statistics
 import time
 from pathlib import Path
 
-import ctranslate2
 import sentencepiece as spm
 
-from bench.throughput import MODEL_DIR, PAIR, bench_texts, one_call
+from bench.throughput import MODEL_DIR, PAIR, bench_texts, one_call, raw_translator
 from training.random_model import build_base
-from workers.engine import pick_compute_type, pick_parallel
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,15 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     texts = bench_texts(1, args.segments, 1)[1]
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
     tokens = [t + ["</s>"] for t in sp.encode(texts, out_type=str)]
-    parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
-    translator = ctranslate2.Translator(
-        str(path),
-        device=args.device,
-        compute_type=pick_compute_type(args.device, "auto"),
-        inter_threads=parallel,
-        intra_threads=intra,
-    )
-    translator.translate_batch([tokens[0]], max_decoding_length=4)
+    translator = raw_translator(path, args, tokens[0])
     seconds: dict[bool, list[float]] = {False: [], True: []}
     outputs: dict[bool, list[list[str]]] = {}
     for n in range(args.pairs):

@@ -100,15 +100,7 @@ def raw_run(path: Path, texts: list[str], args) -> dict:
     token-budget batches and runs them on its parallel translators itself.
     """
     sp = spm.SentencePieceProcessor(model_file=str(path / "source.spm"))
-    parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
-    translator = ctranslate2.Translator(
-        str(path),
-        device=args.device,
-        compute_type=pick_compute_type(args.device, "auto"),
-        inter_threads=parallel,
-        intra_threads=intra,
-    )
-    translator.translate_batch([sp.encode("warm up", out_type=str)], max_decoding_length=4)
+    translator = raw_translator(path, args, sp.encode("warm up", out_type=str))
     started, cpu_started = time.perf_counter(), time.process_time()
     results = one_call(translator, [t + ["</s>"] for t in sp.encode(texts, out_type=str)], args)
     sp.decode([r.hypotheses[0] for r in results])
@@ -118,6 +110,21 @@ def raw_run(path: Path, texts: list[str], args) -> dict:
         "seconds": seconds,
         "translate_cpu_s": time.process_time() - cpu_started,
     }
+
+
+def raw_translator(path: Path, args, warm_up: list[str]) -> ctranslate2.Translator:
+    """Raw's translator: the worker's threads split the worker's way, its compute type,
+    one short call made (its first call pays for setting up)."""
+    parallel, intra = pick_parallel(args.device, args.threads, args.parallel_batches)
+    translator = ctranslate2.Translator(
+        str(path),
+        device=args.device,
+        compute_type=pick_compute_type(args.device, "auto"),
+        inter_threads=parallel,
+        intra_threads=intra,
+    )
+    translator.translate_batch([warm_up], max_decoding_length=4)
+    return translator
 
 
 def one_call(translator: ctranslate2.Translator, tokens: list[list[str]], args) -> list:
