@@ -37,7 +37,7 @@ from stapel.chunks import (
     pending_segments,
     segment_rows,
 )
-from stapel.db import ids_in, pairs_in, pairs_param, with_retry
+from stapel.db import ids_in, pairs_in, pairs_param, read_retried
 from stapel.locking import job_status, lock_jobs, retry_conflicts
 from stapel.scores import bucket_counts
 from stapel.states import ACTIVE, ChunkOutcome, Origin, Status
@@ -76,8 +76,7 @@ def claim_chunks(
     if claim is None:
         return {}
     # claimed: a failing read from here on must not claim it again (its task would skip)
-    pending = with_retry(session, lambda: pending_segments(session, claim))
-    session.commit()  # a read: no transaction stays open
+    pending = read_retried(session, lambda: pending_segments(session, claim))
     return {claim.chunk_id: (claim, pending)}
 
 
@@ -105,8 +104,7 @@ def _claim_group(session: Session, ids: list[str], worker: str) -> dict[str, tup
     session.commit()
     claims = {row.chunk_id: _claim(row, won[row.chunk_id]) for row in rows}
     # claimed: a failing read from here on must not claim them again (their tasks'd skip)
-    pending = with_retry(session, lambda: pending_of(session, list(claims.values())))
-    session.commit()  # a read: no transaction stays open
+    pending = read_retried(session, lambda: pending_of(session, list(claims.values())))
     return {chunk_id: (claim, pending[chunk_id]) for chunk_id, claim in claims.items()}
 
 

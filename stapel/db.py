@@ -414,6 +414,21 @@ def with_retry(session: Session, call: Callable[[], T]) -> T:
     return call()
 
 
+def read_retried(session: Session, call: Callable[[], T]) -> T:
+    """Run a read and end its transaction, both retried while the database is unreachable.
+
+    The commit is inside the retry: one that fails outside it leaves the session
+    unusable (its transaction half-ended) for every later step that shares it.
+    """
+
+    def read() -> T:
+        value = call()
+        session.commit()
+        return value
+
+    return with_retry(session, read)
+
+
 def affected(session: Session, statement: Executable, params: dict | None = None) -> int:
     """Run an UPDATE or DELETE and return how many rows it changed (a compare-and-set)."""
     result = session.execute(statement, params)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from stapel import memories, metrics, mtcache
 from stapel.chunks import Claim, Learned, Written
-from stapel.db import with_retry
+from stapel.db import read_retried, with_retry
 from stapel.formats import inline
 from stapel.scores import Scored
 from stapel.states import Origin
@@ -30,11 +30,10 @@ def recall(session: Session, claim: Claim, pending: list[tuple[int, str]]) -> di
     if not claim.memories or not pending:
         return {}
     pair = (claim.pair.split("-", 1)[0], claim.pair.split("-", 1)[1])
-    found = with_retry(
+    found = read_retried(
         session,
         lambda: memories.lookup(session, claim.tenant_id, claim.memories, pending, pair),
     )
-    session.commit()
     metrics.observe_lookup("memory", len(found), len(pending))
     return found
 
@@ -79,11 +78,10 @@ class Lookups:
             return {}
         keys = {i: self._key(text) for i, text in self._sources.items()}
         session = self.session
-        found = with_retry(
+        found = read_retried(
             session,
             lambda: mtcache.lookup(session, self.scope, self.fp, keys.values(), self.ttl_s),
         )
-        session.commit()
         metrics.observe_lookup("cache", len(found), len(set(keys.values())))
         hits = {i: found[key] for i, key in keys.items() if key in found}
         self._watch([(i, text) for i, text in rest if i not in hits])  # what goes on
@@ -93,25 +91,29 @@ class Lookups:
         """Look the pieces up: a named memory's exact match first, then the cache (one
         query each; the batcher calls this at submit)."""
         session, claim = self.session, self.claim
-        found: dict[str, tuple[str, str]] = {}
+        source, _, target = claim.pair.partition("-")
+        numbered = list(enumerate(text for _, text in pieces))
+
+        def look() -> tuple[dict[int, str], list[str], dict[str, str]]:
+            recalled: dict[int, str] = {}
+            if claim.memories:
+                pair = (source, target)
+                recalled = memories.lookup(session, claim.tenant_id, claim.memories, numbered, pair)
+            remembered = {pieces[n][0] for n in recalled}
+            keys = [key for key, _ in pieces if key not in remembered]
+            cached = {}
+            if self.cache and keys:
+                cached = mtcache.lookup(session, self.scope, self.fp, keys, self.ttl_s)
+            return recalled, keys, cached
+
+        # one transaction for both, ended before the pieces wait
+        recalled, keys, cached = read_retried(session, look)
+        found = {pieces[n][0]: (target, Origin.MEMORY.value) for n, target in recalled.items()}
         if claim.memories:
-            source, _, target = claim.pair.partition("-")
-            pair = (source, target)
-            numbered = list(enumerate(text for _, text in pieces))
-            recalled = with_retry(
-                session,
-                lambda: memories.lookup(session, claim.tenant_id, claim.memories, numbered, pair),
-            )
-            found = {pieces[n][0]: (target, Origin.MEMORY.value) for n, target in recalled.items()}
             metrics.observe_lookup("memory", len(recalled), len(pieces))
-        keys = [key for key, _ in pieces if key not in found]
+        found.update((k, (t, Origin.CACHE.value)) for k, t in cached.items())
         if self.cache and keys:
-            cached = with_retry(
-                session, lambda: mtcache.lookup(session, self.scope, self.fp, keys, self.ttl_s)
-            )
-            found.update((k, (t, Origin.CACHE.value)) for k, t in cached.items())
             metrics.observe_lookup("cache", len(cached), len(keys))
-        session.commit()  # no transaction stays open while the pieces wait
         self.hits = sum(key in found for key, _ in pieces)
         return found
 
@@ -120,10 +122,9 @@ class Lookups:
 
         def known(pieces: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
             session, keys = self.session, [key for key, _ in pieces]
-            cached = with_retry(
+            cached = read_retried(
                 session, lambda: mtcache.lookup(session, self.scope, fp, keys, self.ttl_s)
             )
-            session.commit()
             metrics.observe_lookup("cache", len(cached), len(keys))
             return {key: (target, Origin.CACHE.value) for key, target in cached.items()}
 

@@ -30,7 +30,7 @@ from stapel import logs, metrics
 from stapel.broker import URGENT_PRIORITY, fast_lane, send_callback
 from stapel.chunk_groups import Finish, Pending
 from stapel.chunks import Claim, Learned, Written, chunk_size, fail_chunk, record_batch
-from stapel.db import with_retry
+from stapel.db import read_retried, with_retry
 from stapel.dispatch import dispatch
 from stapel.exceptions import ModelUnavailable, PermanentTranslationError
 from stapel.interactive import announce_ends, waited_on
@@ -112,8 +112,7 @@ def _run_chunk(
     fast: bool = False,
 ) -> Outcome:
     if segments is None:
-        segments = with_retry(session, lambda: chunk_size(session, chunk_id))
-        session.commit()
+        segments = read_retried(session, lambda: chunk_size(session, chunk_id))
     if segments and not current.hold(segments, current.settings.defer_s, *place):
         return _hand_back(current, celery, session, chunk_id)
     try:
@@ -153,7 +152,9 @@ def run_taken(
             won: list[tuple[int, tuple[Claim, Pending]]] = []
             for n, (message, claimed) in enumerate(zip(taken, claims, strict=True)):
                 if claimed is None:
-                    outcomes[n] = _caught(partial(_skipped, session, message.chunk_id, worker))
+                    outcomes[n] = _caught(
+                        session, partial(_skipped, session, message.chunk_id, worker)
+                    )
                 elif isinstance(claimed, BaseException):
                     outcomes[n] = claimed
                 else:
@@ -168,10 +169,11 @@ def run_taken(
     return [outcomes[n] for n in range(len(taken))]
 
 
-def _caught(step: Callable[[], str]) -> Outcome:
+def _caught(session: Session, step: Callable[[], str]) -> Outcome:
     try:
         return step()
     except Exception as exc:  # the chunk's own: its task would have raised it
+        session.rollback()  # the unit's next chunk finds the session usable
         return exc
 
 
@@ -260,7 +262,7 @@ def _run_claimed(
         _load_models(current, session, runs)
         for run in runs:
             step(run, partial(_begin, current, session))
-        _submit(current, runs, step)
+        _submit(current, session, runs, step)
         for run in runs:
             step(run, partial(_gather, current, session))
         _finish(current, celery, session, worker, runs)
@@ -375,7 +377,7 @@ def _load_models(current: WorkerState, session: Session, runs: list[_Run]) -> No
         try:
             engine.wait_loaded(pair, current.settings.beat_s, beat)
         except Exception:  # met again, and mapped, in each chunk's _begin
-            pass
+            session.rollback()  # a heartbeat's failure among them
         if not any(run.outcome is None for run in live):
             return
 
@@ -408,7 +410,9 @@ def _begin(current: WorkerState, session: Session, run: _Run) -> None:
     run.recalled, run.reused = len(recalled), len(whole)
 
 
-def _submit(current: WorkerState, runs: list[_Run], step: Callable[..., None]) -> None:
+def _submit(
+    current: WorkerState, session: Session, runs: list[_Run], step: Callable[..., None]
+) -> None:
     """Send the chunks' segments into their models' batchers: a plain pair's chunks
     together (one encode call, one lock: Engine.submit_plain); a pivot pair's, those with
     inline codes, and a group that fails (then each alone) one by one."""
@@ -425,6 +429,7 @@ def _submit(current: WorkerState, runs: list[_Run], step: Callable[..., None]) -
         try:
             submitted = engine.submit_plain(pair, [_request(current, run) for run in group])
         except Exception:  # each alone: a failure stays its chunk's
+            session.rollback()  # a lookup's failure may have left its transaction open
             for run in group:
                 step(run, partial(_submit_one, current))
             continue

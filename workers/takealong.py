@@ -179,7 +179,7 @@ class TakeAlong:
             if isinstance(outcome, BaseException):  # acked as a failed task is
                 # in the words Celery logs a delivered task's failure with
                 task = f"{TRANSLATE_TASK}[{message.task_id}]"
-                log.error("Task %s raised unexpected: %r", task, outcome)
+                log.error("Task %s raised unexpected: %r", task, outcome, exc_info=outcome)
         self.ack(taken)
         if isinstance(own, BaseException):
             raise own
