@@ -94,10 +94,6 @@ class TranslationFailed(StapelError):
     code = "translation_failed"
 
 
-class PermanentTranslationError(Exception):
-    """A chunk can never be translated (for example its model is missing); not retried."""
-
-
 class ModelUnavailable(Exception):
     """This worker cannot load a pair's model (missing or broken here): not the job's fault.
 

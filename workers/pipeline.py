@@ -32,7 +32,7 @@ from stapel.chunk_groups import Finish, Pending
 from stapel.chunks import Claim, Learned, Written, chunk_size, fail_chunk, record_batch
 from stapel.db import read_retried, with_retry
 from stapel.dispatch import dispatch
-from stapel.exceptions import ModelUnavailable, PermanentTranslationError
+from stapel.exceptions import ModelUnavailable
 from stapel.interactive import announce_ends, waited_on
 from stapel.presence import Room
 from stapel.scores import MEMORY_SCORE, score_of
@@ -341,14 +341,12 @@ def _step(
                 run.outcome = model_unavailable(current, celery, session, claim, exc, worker)
                 if run.outcome == TaskOutcome.UNAVAILABLE:
                     run.given_back = exc
-            except PermanentTranslationError as exc:
-                run.outcome = _fail(current, celery, session, claim, str(exc), retry=False)
             except (RuntimeError, ValueError) as exc:
                 log.exception(
                     "chunk translation error logid=%s chunk=%d", claim.job_id, claim.chunk_idx
                 )
                 error = f"{type(exc).__name__}: {exc}"
-                run.outcome = _fail(current, celery, session, claim, error, retry=True)
+                run.outcome = _fail(current, celery, session, claim, error)
         except Exception as exc:  # as its task would have raised it
             session.rollback()
             run.outcome = exc
@@ -606,13 +604,13 @@ def _stopped(claim: Claim) -> str:
     return TaskOutcome.STOPPED
 
 
-def _fail(
-    current: WorkerState, celery: Celery, session: Session, claim: Claim, error: str, *, retry: bool
-) -> str:
+def _fail(current: WorkerState, celery: Celery, session: Session, claim: Claim, error: str) -> str:
+    """Requeue a chunk whose translation raised (failed, with its job, once it has had its
+    attempts)."""
     outcome = with_retry(
         session,
         lambda: fail_chunk(
-            session, claim, error, retry=retry, max_attempts=current.settings.max_attempts
+            session, claim, error, retry=True, max_attempts=current.settings.max_attempts
         ),
     )
     log.warning(
