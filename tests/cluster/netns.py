@@ -142,7 +142,9 @@ class Cluster:
              # every chunk of the job updates) until the server drops its session.
              "-c", f"idle_in_transaction_session_timeout={IDLE_TX_S}s",
              "-c", "tcp_keepalives_idle=5", "-c", "tcp_keepalives_interval=2",
-             "-c", "tcp_keepalives_count=2"],
+             "-c", "tcp_keepalives_count=2",
+             # who waited on whom, and which host each backend serves, in postgres.log
+             "-c", "log_lock_waits=on", "-c", "log_connections=on"],
             dict(os.environ),
         )  # fmt: skip
         self.spawn(

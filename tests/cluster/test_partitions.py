@@ -216,10 +216,12 @@ def _worker_cut(net: Cluster) -> tuple[dict, dict]:
     held = _running_on(net, "w1@w1")
     net.cut("w1")
     cut_at = time.monotonic()
-    wait_for(lambda: not _running_on(net, "w1@w1"), timeout=CUT_S, what="w1's chunks requeued")
-    moved_s = time.monotonic() - cut_at
-    time.sleep(max(0.0, CUT_S - (time.monotonic() - cut_at)))  # the cut's length is the fault
-    net.heal("w1")
+    try:  # healed whatever happens: the next scenario runs on the same cluster
+        wait_for(lambda: not _running_on(net, "w1@w1"), timeout=CUT_S, what="w1's chunks requeued")
+        moved_s = time.monotonic() - cut_at
+        time.sleep(max(0.0, CUT_S - (time.monotonic() - cut_at)))  # the cut's length is the fault
+    finally:
+        net.heal("w1")
     wait_for(lambda: _all_ended(net, list(texts)), timeout=120, what="every job ended")
     done_s = time.monotonic() - cut_at
 

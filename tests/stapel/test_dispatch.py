@@ -141,6 +141,6 @@ def test_worker_requeue_after_a_transient_error_sends_the_same_message(stack):
     state = runtime.state()
     with state.sessions() as session:
         claim = claim_chunk(session, first["chunk_id"], "w")
-        outcome = pipeline._fail(state, stack.ext.celery, session, claim, "boom", retry=True)
+        outcome = pipeline._fail(state, stack.ext.celery, session, claim, "boom")
     assert outcome == "requeued"
     assert drain(stack.redis) == [first]
