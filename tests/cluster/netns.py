@@ -143,6 +143,8 @@ class Cluster:
              "-c", f"idle_in_transaction_session_timeout={IDLE_TX_S}s",
              "-c", "tcp_keepalives_idle=5", "-c", "tcp_keepalives_interval=2",
              "-c", "tcp_keepalives_count=2",
+             # keepalives probe only a connection with nothing unacknowledged in flight
+             "-c", "tcp_user_timeout=5000",
              # who waited on whom, and which host each backend serves, in postgres.log
              "-c", "log_lock_waits=on", "-c", "log_connections=on"],
             dict(os.environ),
