@@ -92,11 +92,11 @@ class Lookups:
         query each; the batcher calls this at submit)."""
         session, claim = self.session, self.claim
         source, _, target = claim.pair.partition("-")
-        numbered = list(enumerate(text for _, text in pieces))
 
         def look() -> tuple[dict[int, str], list[str], dict[str, str]]:
             recalled: dict[int, str] = {}
             if claim.memories:
+                numbered = list(enumerate(text for _, text in pieces))
                 pair = (source, target)
                 recalled = memories.lookup(session, claim.tenant_id, claim.memories, numbered, pair)
             remembered = {pieces[n][0] for n in recalled}
