@@ -98,18 +98,30 @@ class Client:
         return self.call("GET", "/v1/jobs", params=params).json()
 
 
-def progress_line(done: int, total: int, elapsed_s: float, width: int = 30) -> str:
-    """Return `[#####.....] 120/400 segments 35.2/s ETA 8s` for the progress display."""
+RATE_AFTER_S = 0.5
+"""No rate is shown over less than this: a job answered at once would show millions a second."""
+
+
+def progress_line(
+    done: int, total: int, elapsed_s: float, width: int = 30, done_at_start: int = 0
+) -> str:
+    """Return `[#####.....] 120/400 segments 35.2/s ETA 8s` for the progress display.
+
+    The rate counts the segments done while the command watched (`done_at_start` were done
+    before), and is left out until RATE_AFTER_S have passed or when none were.
+    """
     fraction = done / total if total else 1.0
     filled = int(width * fraction)
-    rate = done / elapsed_s if elapsed_s > 0 else 0.0
+    watched = done - done_at_start
+    rate = watched / elapsed_s if elapsed_s >= RATE_AFTER_S and watched > 0 else None
     if done >= total:
         eta = "done"
-    elif rate > 0:
+    elif rate:
         eta = f"ETA {int((total - done) / rate)}s"
     else:
         eta = "ETA ?"
-    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} segments {rate:.1f}/s {eta}"
+    shown = f" {rate:.1f}/s" if rate else ""
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} segments{shown} {eta}"
 
 
 def wait(
@@ -120,9 +132,14 @@ def wait(
     clock: Callable[[], float] = time.monotonic,
 ) -> dict:
     """Poll the job until it ends, rewriting one progress line on out."""
-    started = clock()
+    started, done_at_start = clock(), job["segments_done"]
     while True:
-        line = progress_line(job["segments_done"], job["segments_total"], clock() - started)
+        line = progress_line(
+            job["segments_done"],
+            job["segments_total"],
+            clock() - started,
+            done_at_start=done_at_start,
+        )
         out.write("\r" + line)
         out.flush()
         if job["status"] in FINAL:

@@ -24,15 +24,21 @@ def server(app):
 
 
 @pytest.mark.parametrize(
-    "done, total, elapsed, expected",
+    "done, total, elapsed, at_start, expected",
     [
-        (0, 10, 0.0, "[..........] 0/10 segments 0.0/s ETA ?"),
-        (5, 10, 1.0, "[#####.....] 5/10 segments 5.0/s ETA 1s"),
-        (10, 10, 2.0, "[##########] 10/10 segments 5.0/s done"),
+        (0, 10, 0.0, 0, "[..........] 0/10 segments ETA ?"),
+        (5, 10, 1.0, 0, "[#####.....] 5/10 segments 5.0/s ETA 1s"),
+        (10, 10, 2.0, 0, "[##########] 10/10 segments 5.0/s done"),
+        # done when first seen (answered from the cache at submit): no rate at all
+        (10, 10, 0.000001, 10, "[##########] 10/10 segments done"),
+        (10, 10, 3.0, 10, "[##########] 10/10 segments done"),
+        # a rate over the segments done while watching only, not over a blink
+        (8, 10, 2.0, 4, "[########..] 8/10 segments 2.0/s ETA 1s"),
+        (5, 10, 0.1, 0, "[#####.....] 5/10 segments ETA ?"),
     ],
 )
-def test_progress_line(done, total, elapsed, expected):
-    assert progress_line(done, total, elapsed, width=10) == expected
+def test_progress_line(done, total, elapsed, at_start, expected):
+    assert progress_line(done, total, elapsed, width=10, done_at_start=at_start) == expected
 
 
 @pytest.mark.process
