@@ -473,7 +473,7 @@ def cancel_job(session: Session, tenant_id: str, job_id: str) -> Job:
     if won != 1:
         session.rollback()
         session.refresh(job)
-        raise Conflict(f"job {job.id} is already {job.status}", code="job_finished")
+        raise Conflict(f"job {job.id} already ended: {job.status}", code="job_finished")
     stop_chunks(session, job.id, Status.CANCELLED)
     session.commit()
     session.refresh(job)

@@ -22,7 +22,7 @@ def test_cancel_needs_no_tenant_and_refuses_a_finished_job(app, client, auth, ru
     assert result.exit_code == 0 and f"cancelled job {job_id}" in result.output
     assert client.get(f"/v1/jobs/{job_id}", headers=auth).get_json()["status"] == "cancelled"
     again = runner.invoke(args=["jobs", "cancel", job_id])
-    assert again.exit_code == 1 and "already cancelled" in again.output
+    assert again.exit_code == 1 and "already ended: cancelled" in again.output
     missing = runner.invoke(args=["jobs", "cancel", "nope"])
     assert missing.exit_code == 1 and "no job" in missing.output
 
