@@ -42,34 +42,27 @@ from stapel.db import make_engine, make_session_factory
 from stapel.keys import create_key
 from training.random_model import pseudo_corpus
 from workers.command import worker_command
-from workers.engine import pick_batch_limits
 
 SUBMITTERS = 16
 POLL_S = 0.02
 """How often the first end is looked for (the worker's CPU is read then)."""
 
 
-def _ended(db) -> int:
+ENDED = "status NOT IN ('queued','running')"
+STARTED = "started_at IS NOT NULL"
+
+
+def _count(db, where: str) -> int:
+    """How many jobs match `where` (ENDED, STARTED)."""
     with db.connect() as conn:
-        return conn.execute(
-            text("SELECT count(*) FROM jobs WHERE status NOT IN ('queued','running')")
-        ).scalar()
+        return conn.execute(text(f"SELECT count(*) FROM jobs WHERE {where}")).scalar()
 
 
-def _started(db) -> int:
+def _span(db, since: str) -> float:
+    """Seconds from the first job's `since` (finished_at or started_at) to the last's end,
+    on the database's clock."""
     with db.connect() as conn:
-        return conn.execute(text("SELECT count(*) FROM jobs WHERE started_at IS NOT NULL")).scalar()
-
-
-def _span(db, since_start: bool) -> float:
-    """Seconds from the first job's end (or start) to the last's end, on the database's
-    clock."""
-    with db.connect() as conn:
-        rows = conn.execute(text("SELECT finished_at FROM jobs ORDER BY finished_at")).scalars()
-        times = [t for t in rows if t is not None]
-        if since_start:
-            times[0] = conn.execute(text("SELECT min(started_at) FROM jobs")).scalar()
-    first, last = times[0], times[-1]
+        first, last = conn.execute(text(f"SELECT min({since}), max(finished_at) FROM jobs")).one()
     if isinstance(first, str):  # SQLite stores text
         first, last = datetime.fromisoformat(first), datetime.fromisoformat(last)
     return (last - first).total_seconds()
@@ -93,9 +86,6 @@ def drain(args, texts: list[str]) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="stapel-drain-"))
     env = {
         **stack_env(args),
-        "STAPEL_BATCH_MEMORY_TOKENS": str(
-            pick_batch_limits(args.device, args.batch_tokens, None)[1]
-        ),
         "STAPEL_FAIR_SHARE_STEP": "0",
         "STAPEL_QUOTA_JOBS_IN_FLIGHT": str(10 * len(texts)),
         **dict(kv.split("=", 1) for kv in args.env),
@@ -121,20 +111,18 @@ def drain(args, texts: list[str]) -> dict:
         spawned = time.perf_counter()
         # A slow model ends its first jobs only with its first batches, most of a short
         # drain: there the span starts at the first claim (after the model's load)
-        if args.base:
-            wait(lambda: _started(db) > 0, 300, "the first job's start", interval=POLL_S)
-        else:
-            wait(lambda: _ended(db) > 0, 300, "the first job's end", interval=POLL_S)
+        first, since = (STARTED, "started_at") if args.base else (ENDED, "finished_at")
+        wait(lambda: _count(db, first) > 0, 300, f"the first job's {since}", interval=POLL_S)
         cpu_first, threads_first = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid)
         spy = _profile(proc.pid, args.py_spy)
         first_s = time.perf_counter() - spawned
-        wait(lambda: _ended(db) >= len(ids), 3600, f"{len(ids)} jobs ended", interval=0.2)
+        wait(lambda: _count(db, ENDED) >= len(ids), 3600, f"{len(ids)} jobs ended", interval=0.2)
         cpu_last, threads_last = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid)
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(timeout=60)
         rss = rss_peak_kib(proc.pid) / 1024
-        span = _span(db, args.base)
+        span = _span(db, since)
         with db.connect() as conn:
             failed = conn.execute(
                 text("SELECT count(*) FROM jobs WHERE status != 'succeeded'")
