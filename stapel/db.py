@@ -243,7 +243,7 @@ def _one_writer_at_a_time(
     dialect's own do_commit/do_rollback are wrapped, since SQLAlchemy's commit and
     rollback events fire before them (a turn given back there sent the next writer into
     SQLite's busy handler while the commit still held SQLite's lock). A commit then
-    calls for a checkpoint (Checkpointer), which runs outside the turn.
+    calls for a checkpoint (Checkpointer), which takes the turn later on a thread of its own.
     """
     holder: list = [None]
     """The DBAPI connection whose transaction holds the turn (one per process at a time)."""
@@ -282,31 +282,20 @@ def _one_writer_at_a_time(
 CHECKPOINT_AFTER_S = 0.2
 """How long after a commit a process's Checkpointer copies the WAL back: the commits of
 that time go back in one checkpoint."""
-CHECKPOINT_IN_TURN_FRAMES = 4096
-"""A WAL this many frames long (16 MiB of 4 KiB pages) at a checkpoint beside the
-writers is checkpointed again inside the write turn (see Checkpointer)."""
 CHECKPOINTER_IDLE_S = 10
 """How long a process's checkpoint thread stays without a commit before it ends."""
 
 
 class Checkpointer:
     """Copies SQLite's write-ahead log back into the database on a thread of the process,
-    outside the write turn.
+    inside the write turn, once for the commits of CHECKPOINT_AFTER_S.
 
-    SQLite's own checkpoint runs inside the COMMIT that takes the WAL past 1,000 pages
-    (`wal_autocheckpoint`): that writer copies them to the database file and syncs it
-    while holding the turn, so every writer of every process waits 5-10 ms behind it,
-    several times a second under load (docs/design/sqlite-write-turn.md). Here the
-    pooled connections have it off; a commit wakes this thread,
-    which waits CHECKPOINT_AFTER_S and runs a PASSIVE checkpoint on a connection of its
-    own, beside the writers (a PASSIVE checkpoint takes no write lock and waits for
-    nobody). A checkpoint is complete when no commit came during it, and the next writer
-    then starts the WAL over from its beginning; under writes without a pause that never
-    happens (a loop of 6,000 commits grew it to 24,000 frames, 94 MiB), so when the WAL
-    is CHECKPOINT_IN_TURN_FRAMES long or more the checkpoint runs once more inside the
-    write turn, where no commit comes, and the WAL stays bounded. Processes each run
-    their own; SQLite lets one checkpoint run at a time, and a PASSIVE one finding
-    another running returns at once.
+    The pooled connections have SQLite's own checkpoint off (it runs inside the COMMIT
+    that takes the WAL past 1,000 pages, with that writer's caller waiting). The turn
+    is held because a checkpoint beside a writer can corrupt the database in SQLite
+    before 3.51.3 (the WAL-reset bug; docs/design/sqlite-write-turn.md). With no writer
+    during it, a checkpoint copies every frame back unless a reader's snapshot still
+    needs them, and the next writer starts the WAL over, so the WAL stays short.
     """
 
     def __init__(self, path: str, turn: WriteTurn) -> None:
@@ -352,21 +341,16 @@ class Checkpointer:
             if conn is not None:
                 conn.close()
 
-    def checkpoint(self, conn: sqlite3.Connection) -> None:
-        """One PASSIVE checkpoint; again inside the write turn if the WAL is long.
-
-        A long WAL has not been started over for a while. The checkpoint's own figures
-        cannot tell whether it completed: it reports the frames as of its start, and a
-        commit during it (every time, under writes without a pause) leaves it short."""
-        frames = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
-        if frames < CHECKPOINT_IN_TURN_FRAMES:
-            return
+    def checkpoint(self, conn: sqlite3.Connection) -> bool:
+        """One PASSIVE checkpoint inside the write turn; False when the turn did not come
+        within WRITE_WAIT_S (the next commit calls for another)."""
         if not self.turn.take(time.monotonic() + WRITE_WAIT_S):
-            return
+            return False
         try:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         finally:
             self.turn.give_back()
+        return True
 
 
 def _then_give_back(end: Callable, give_back: Callable, committed: bool) -> Callable:
