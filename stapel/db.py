@@ -28,6 +28,7 @@ from sqlalchemy import (
     tuple_,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
@@ -73,9 +74,17 @@ def make_engine(url: str) -> Engine:
     return _server_engine(url)
 
 
+CONNECT_TIMEOUT_S = 10
+"""How long opening a connection to a database server may take, unless the URL says
+(`?connect_timeout=`). psycopg's own default is 130 s: a worker that began one during
+a network cut held its task for two minutes after the network was back."""
+
+
 def _server_engine(url: str | URL, **options) -> Engine:
     """Create an engine on a database server (PostgreSQL): its pool, pinged when idle."""
-    engine = create_engine(url, pool_size=10, max_overflow=40, **options)
+    url = make_url(url)
+    connect_args = {} if "connect_timeout" in url.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+    engine = create_engine(url, pool_size=10, max_overflow=40, connect_args=connect_args, **options)
     _ping_when_idle(engine)
     return engine
 

@@ -4,8 +4,13 @@ reads in autocommit there (stapel.db.make_reader)."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from stapel import db
 from stapel.db import make_engine
@@ -67,3 +72,41 @@ def test_sqlite_reads_keep_the_engine(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
     assert db.make_reader(engine) is engine
     engine.dispose()
+
+
+@pytest.fixture
+def silent_server():
+    """A port that takes TCP connections and never answers: a database server's host
+    cut off after the SYN, as far as the client can tell."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+def _connect_fails_within(url: str, seconds: float) -> None:
+    engine = make_engine(url)
+    failed = threading.Event()
+
+    def connect() -> None:
+        with contextlib.suppress(OperationalError), engine.connect():
+            pass
+        failed.set()
+
+    threading.Thread(target=connect, daemon=True).start()
+    assert failed.wait(seconds), f"a connection to a silent server still waits after {seconds} s"
+    engine.dispose()
+
+
+@pytest.mark.parametrize("where", ["default", "url"])
+def test_opening_a_connection_to_a_silent_server_gives_up(silent_server, monkeypatch, where):
+    """psycopg alone waits 130 s; the engine's default (CONNECT_TIMEOUT_S) or the URL's own
+    connect_timeout bounds it, and the caller's retries take over."""
+    url = f"postgresql://nobody@127.0.0.1:{silent_server}/none"
+    if where == "default":
+        monkeypatch.setattr(db, "CONNECT_TIMEOUT_S", 1)
+    else:
+        monkeypatch.setattr(db, "CONNECT_TIMEOUT_S", 600)
+        url += "?connect_timeout=1"
+    _connect_fails_within(url, 15)
