@@ -4,7 +4,6 @@ reads in autocommit there (stapel.db.make_reader)."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import threading
 
@@ -87,15 +86,20 @@ def silent_server():
 
 def _connect_fails_within(url: str, seconds: float) -> None:
     engine = make_engine(url)
-    failed = threading.Event()
+    ended = threading.Event()
+    outcome: list[BaseException | None] = []
 
     def connect() -> None:
-        with contextlib.suppress(OperationalError), engine.connect():
-            pass
-        failed.set()
+        try:
+            with engine.connect():
+                outcome.append(None)
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+        ended.set()
 
     threading.Thread(target=connect, daemon=True).start()
-    assert failed.wait(seconds), f"a connection to a silent server still waits after {seconds} s"
+    assert ended.wait(seconds), f"a connection to a silent server still waits after {seconds} s"
+    assert isinstance(outcome[0], OperationalError), outcome
     engine.dispose()
 
 
