@@ -82,6 +82,7 @@ lock: install-train
 # RUN=bench/runs/cpu.json` sets one against its baseline.
 bench: install
 	$(BIN)/python -m bench.throughput --name cpu $(BENCH_ARGS)
+	$(BIN)/python -m bench.scores --segments 500 --pairs 3
 	env -u DATABASE_URL $(BIN)/python -m bench.drain --name drain-sqlite --repeat 3
 	@if [ -n "$$STAPEL_BENCH_POSTGRES_URL" ]; then \
 		DATABASE_URL=$$STAPEL_BENCH_POSTGRES_URL $(BIN)/python -m bench.drain \

@@ -3,7 +3,8 @@
     python -m bench.throughput --name cpu          # `make bench`
     python -m bench.throughput --name quick --big 2000 --docs 50 --rss-segments 20000
 
-Rows: raw (one translate_batch over all segments in one process), many small (HTTP jobs
+Rows: raw (one translate_batch over all segments in one process, asking for each
+hypothesis's score as the worker does; --raw-plain: without), many small (HTTP jobs
 of 1-5 segments sent at once), one big (one job), naive (one segment per call).
 Also: POST /v1/jobs latency and throughput, submit-to-done of a one-segment job on an
 idle worker, and the peak RSS of web and worker while a huge job is submitted and runs.
@@ -136,7 +137,7 @@ def one_call(translator: ctranslate2.Translator, tokens: list[list[str]], args) 
         beam_size=1,
         max_decoding_length=args.decode,
         min_decoding_length=args.decode,
-        return_scores=getattr(args, "raw_scores", False),
+        return_scores=not getattr(args, "raw_plain", False),
     )
 
 
@@ -165,6 +166,7 @@ def naive_rate(path: Path, texts: list[str], args) -> float:
             beam_size=1,
             max_decoding_length=args.decode,
             min_decoding_length=args.decode,
+            return_scores=not getattr(args, "raw_plain", False),
         )
         sp.decode(r[0].hypotheses[0])
     return len(texts) / (time.perf_counter() - started)
@@ -468,10 +470,10 @@ def main(argv: list[str] | None = None) -> None:
         "by default raw keeps glibc's, as CTranslate2 alone runs",
     )
     parser.add_argument(
-        "--raw-scores",
+        "--raw-plain",
         action="store_true",
-        help="raw asks for each hypothesis's score too, as the worker does (its confidence "
-        "scores): what they cost the translation; by default raw translates only",
+        help="raw translates only, without the hypotheses' scores the worker asks for (its "
+        "confidence scores); by default raw asks for them too, so both do the same work",
     )
     args = parser.parse_args(argv)
     if args.raw_malloc_tuning:
@@ -495,10 +497,13 @@ def main(argv: list[str] | None = None) -> None:
         "batch_memory_tokens": memory_tokens,
         "ctranslate2": ctranslate2.__version__,
         "raw_malloc_tuning": args.raw_malloc_tuning,
-        "raw_scores": args.raw_scores,
+        "raw_scores": not args.raw_plain,
         "rows": {},
     }
-    print("raw CTranslate2 ...", flush=True)
+    print(
+        "raw CTranslate2 ..." if args.raw_plain else "raw CTranslate2 (with the scores) ...",
+        flush=True,
+    )
     raw_small_all = sorted(
         (raw_run(path, small_texts, args) for _ in range(args.repeat)),
         key=lambda run: run["segments_per_s"],
