@@ -31,6 +31,9 @@ PRIORITY_SEP = ":"
 SEGMENTS_HEADER = "stapel_segments"
 """A chunk message's size, also in its headers, where a worker taking messages along
 reads it without decoding the body (workers/takealong.py)."""
+INTERACTIVE_HEADER = "stapel_interactive"
+"""Set on an interactive lane's chunk message: a worker's consumer does not pause after
+delivering it (its task takes nothing along: workers/takealong.py `pace_consumer`)."""
 
 INTERACTIVE_PRIORITY = 10
 """The interactive lane: one above the API's most urgent (9), given only to the compat
@@ -200,8 +203,10 @@ def send_chunk(
     ended in the same round trip.
     """
     kwargs: dict = {} if message.segments is None else {"segments": message.segments}
+    headers = None if message.segments is None else {SEGMENTS_HEADER: message.segments}
     if message.priority >= INTERACTIVE_PRIORITY:
         kwargs["interactive"] = True
+        headers = {**(headers or {}), INTERACTIVE_HEADER: 1}
     try:
         publish(
             celery,
@@ -212,7 +217,7 @@ def send_chunk(
             message.queue,
             broker_priority(message.priority),
             pending=pending,
-            headers=None if message.segments is None else {SEGMENTS_HEADER: message.segments},
+            headers=headers,
         )
     except (OperationalError, redis.RedisError, OSError) as exc:
         log.warning(

@@ -31,6 +31,12 @@ flush leaves those messages in `unacked`; they are delivered again after the
 visibility timeout, and a chunk's task finds its chunk ended (every task is
 idempotent). A closing channel flushes first.
 
+Consumption can be paced (`QoS.pace`, set by a worker whose tasks take messages along:
+workers/takealong.py): after delivering a message the pace names, the consumer sends its
+next BRPOP only that long later. What arrives meanwhile waits in the queue, and the
+next delivered task takes it along in one round trip (Celery's delivery of each would
+cost the worker 0.6-3 ms of CPU: docs/design/worker-cost.md).
+
 `transport_for` names this transport for redis:// and rediss:// URLs, `SocketTransport`
 (the same channel) for a unix socket (unix://, the form redis-py reads too) and
 `SentinelTransport` for sentinel:// URLs.
@@ -41,10 +47,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from queue import Empty
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
@@ -70,14 +77,45 @@ def transport_for(url: str) -> str | None:
     return TRANSPORTS.get(urlsplit(url).scheme)
 
 
+@dataclass(frozen=True)
+class Pace:
+    """After delivering a message `after` accepts, the consumer sends its next BRPOP
+    `seconds` later (set by a worker whose tasks take messages along: workers/takealong.py)."""
+
+    seconds: float
+    after: Callable[[dict], bool]
+
+
 class QoS(kombu_redis.QoS):
-    """kombu's Redis QoS, its acks' Redis writes flushed together on the event loop."""
+    """kombu's Redis QoS, its acks' Redis writes flushed together on the event loop,
+    its consumption paced after the messages `pace` names."""
+
+    pace: ClassVar[Pace | None] = None
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._acked: list[str] = []
         self._ack_lock = threading.Lock()
         self._asked_at = 0.0
+        self._paused_until = 0.0
+
+    def append(self, message, delivery_tag: str) -> None:
+        super().append(message, delivery_tag)
+        pace, hub = self.pace, getattr(self.channel.connection, "stapel_hub", None)
+        if pace is None or hub is None or not pace.after(message.headers or {}):
+            return
+        # on the loop's thread (a BRPOP's reply): the loop's next turns send no BRPOP, and
+        # the timer wakes it when the pause ends (a dropped timer: the clock ends it too)
+        self._paused_until = time.monotonic() + pace.seconds
+        hub.call_later(pace.seconds, self._resume)
+
+    def _resume(self) -> None:
+        self._paused_until = 0.0
+
+    def can_consume(self) -> bool:
+        if self._paused_until and time.monotonic() < self._paused_until:
+            return False
+        return bool(super().can_consume())
 
     def ack(self, delivery_tag: str) -> None:
         hub: Hub | None = getattr(self.channel.connection, "stapel_hub", None)

@@ -124,6 +124,7 @@ class Settings:
     batch_memory_tokens: int | None = setting("STAPEL_BATCH_MEMORY_TOKENS", None)
     batch_wait_ms: float = setting("STAPEL_BATCH_WAIT_MS", 50.0)
     worker_segments: int = setting("STAPEL_WORKER_SEGMENTS", 4000)
+    consume_pause_ms: float = setting("STAPEL_CONSUME_PAUSE_MS", 20.0)
     defer_s: float = setting("STAPEL_DEFER_S", 2.0)
     max_decoding_length: int = setting("STAPEL_MAX_DECODING_LENGTH", 256)
     max_input_tokens: int = setting("STAPEL_MAX_INPUT_TOKENS", 0)

@@ -10,7 +10,10 @@ that moves each from its queue list into Redis's `unacked` hash and index exactl
 kombu's QoS records a delivered message. Their chunks and the task's own run together
 as one unit on the task's thread (`pipeline.run_taken`: one claim request,
 their segments in the batcher together, one finish request), and the taken messages are
-acknowledged together when the unit ends.
+acknowledged together when the unit ends. Jobs that arrive one by one would each
+find the consumer waiting in BRPOP and be delivered alone, so after delivering a small
+chunk's message the consumer waits STAPEL_CONSUME_PAUSE_MS before its next BRPOP
+(`pace_consumer`): what arrives meanwhile is taken along by the next delivered task.
 
 What a delivered message promises, a taken one keeps: its chunk has its own claim,
 outcome and failure; a worker that dies leaves the messages in `unacked`, where the
@@ -38,8 +41,9 @@ from kombu.transport import redis as kombu_redis
 from redis.commands.core import Script
 
 from stapel import metrics
-from stapel.broker import PRIORITY_SEP, SEGMENTS_HEADER
+from stapel.broker import INTERACTIVE_HEADER, PRIORITY_SEP, SEGMENTS_HEADER
 from stapel.celery_config import TRANSLATE_TASK
+from stapel.kombu_redis import Pace, QoS
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +61,9 @@ queue for whichever worker of the pool has room (stapel.broker.URGENT_UP_TO's si
 TAKE_ROOM = 256
 """At most this many segments in one take: enough to batch a hundred one-segment jobs
 together, little enough that a worker of a pool never takes minutes of another's work."""
-EMPTY_BACKOFF_S = 0.02
-"""After a take found nothing, the next tasks this long skip the round trip."""
+EMPTY_BACKOFF_S = 0.005
+"""After a take found nothing, the next tasks this long skip the round trip (shorter
+than the consumer's pause, so the task delivered after a pause always looks)."""
 
 _TAKE = """
 local want, room, each = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -75,7 +80,7 @@ for i = 3, #KEYS do
     if type(headers) ~= 'table' or headers.task ~= ARGV[4] or size == nil
         or size > each or held + size > room then
       redis.call('RPUSH', KEYS[i], raw)
-      return taken
+      return {1, unpack(taken)}
     end
     local info = message.properties.delivery_info or {}
     local record = '[' .. raw .. ',' .. cjson.encode(info.exchange or '') .. ','
@@ -87,8 +92,36 @@ for i = 3, #KEYS do
   end
   if #taken >= want then break end
 end
-return taken
+return {#taken >= want and 1 or 0, unpack(taken)}
 """
+"""Returns whether messages were left waiting (1: the take stopped before the queue's
+end), then the messages taken."""
+
+
+def takes_along(headers: dict) -> bool:
+    """Whether a delivered message's task takes along what waits behind it: a chunk's
+    message that carries its size, small enough to be taken itself, not interactive."""
+    size = headers.get(SEGMENTS_HEADER)
+    return (
+        headers.get("task") == TRANSLATE_TASK
+        and size is not None
+        and int(size) <= TAKE_SEGMENTS
+        and not headers.get(INTERACTIVE_HEADER)
+    )
+
+
+def pace_consumer(pause_s: float, along: TakeAlong) -> None:
+    """Pace this process's consumer: after it delivers a small chunk's message, its next
+    BRPOP waits pause_s, so that what arrives meanwhile waits in the queue and the next
+    delivered task takes it along in one round trip instead of Celery delivering each
+    (docs/design/worker-cost.md). Not while the last take left messages waiting: there
+    the next delivery's task takes a full group anyway, and a pause would only leave
+    fewer units running. 0 turns it off."""
+    QoS.pace = (
+        Pace(pause_s, lambda headers: not along.backlog and takes_along(headers))
+        if pause_s > 0
+        else None
+    )
 
 
 @dataclass(frozen=True)
@@ -133,6 +166,8 @@ class TakeAlong:
         self._lock = threading.Lock()
         self._spawned = 0
         self._empty_until = 0.0
+        self.backlog = False
+        """Whether the last take left messages waiting: the consumer need not pause."""
 
     def take(self, queue: str, room: int) -> list[Taken]:
         """Move up to TAKE_AT_MOST small chunk messages from queue into `unacked`, within
@@ -144,7 +179,7 @@ class TakeAlong:
         if self._script is None:
             self._script = self.client.register_script(_TAKE)
         try:
-            raws = self._script(
+            left, *raws = self._script(
                 keys=[
                     kombu_redis.Channel.unacked_key,
                     kombu_redis.Channel.unacked_index_key,
@@ -152,6 +187,7 @@ class TakeAlong:
                 ],
                 args=[TAKE_AT_MOST, room, TAKE_SEGMENTS, TRANSLATE_TASK, SEGMENTS_HEADER, queue],
             )
+            self.backlog = bool(left)
         except redis.RedisError as exc:  # the task's own chunk goes on; nothing was moved
             log.warning("take along failed queue=%s error=%s", queue, type(exc).__name__)
         if not raws:

@@ -9,6 +9,7 @@ import pytest
 from celery.utils.saferepr import saferepr
 
 from stapel.broker import (
+    INTERACTIVE_HEADER,
     SEGMENTS_HEADER,
     _publisher,
     _short_repr,
@@ -70,7 +71,7 @@ def test_a_chunk_message_is_exactly_what_celery_would_send(app, redis_client):
             queue=queue,
             priority=broker_priority(priority),
             task_id="t-ours",
-            headers={SEGMENTS_HEADER: 3},
+            headers={SEGMENTS_HEADER: 3} | ({INTERACTIVE_HEADER: 1} if interactive else {}),
         )
         key = queue if priority == 9 or priority == 10 else f"{queue}:{broker_priority(priority)}"
         theirs, ours = redis_client.lpop(key), redis_client.lpop(key)

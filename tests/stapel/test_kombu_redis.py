@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from queue import Empty
 
 import pytest
 from kombu import Connection
@@ -14,6 +16,8 @@ from stapel.kombu_redis import (
     SOCKET_TRANSPORT,
     TRANSPORT,
     Channel,
+    Pace,
+    QoS,
     SentinelChannel,
     transport_for,
 )
@@ -106,3 +110,44 @@ def test_acks_on_an_event_loop_leave_unacked_together_and_before_the_channel_clo
         queue.close()
         conn.default_channel.close()  # a closing channel flushes what waits
         assert redis_client.hlen("unacked") == 0
+
+
+def test_a_paced_delivery_holds_the_next_brpop_until_the_pause_ends(
+    redis_url, redis_client, monkeypatch
+):
+    pause_s = 0.4
+    monkeypatch.setattr(QoS, "pace", Pace(pause_s, lambda headers: headers.get("paced") == 1))
+    with Connection(redis_url, transport=TRANSPORT) as conn:
+        hub = conn.transport.stapel_hub = Hub()  # what a worker's event loop registers
+        queue = conn.SimpleQueue("stapel-transport-pace")
+        queue.put({"n": 0}, headers={"paced": 1})
+        queue.put({"n": 1})
+        queue.put({"n": 2}, headers={"paced": 1})
+        queue.put({"n": 3})
+        qos = conn.default_channel.qos
+
+        queue.get(timeout=5).ack()
+        delivered = time.monotonic()
+        assert not qos.can_consume()
+        with pytest.raises(Empty):  # no BRPOP is sent while the pause lasts
+            queue.get(timeout=0.05)
+        assert redis_client.llen("stapel-transport-pace") == 3
+        got = None
+        while got is None and time.monotonic() < delivered + 5:
+            try:
+                got = queue.get(timeout=0.05)
+            except Empty:
+                pass
+        assert got is not None and got.payload == {"n": 1}
+        assert time.monotonic() - delivered >= pause_s  # the clock ended it (no loop ran)
+        got.ack()
+        assert qos.can_consume()  # an unpaced message leaves the consumer going
+        assert queue.get(timeout=5).payload == {"n": 2}
+
+        assert not qos.can_consume()
+        *_, resume = hub.timer.queue  # the loop runs it when the pause is due
+        assert resume.eta >= time.monotonic()
+        resume.entry()
+        assert qos.can_consume()
+        assert queue.get(timeout=5).payload == {"n": 3}
+        queue.close()

@@ -79,8 +79,13 @@ def test_a_take_stays_within_the_room_and_its_count(celery, redis_client, monkey
 
     assert [t.chunk_id for t in along.take("cpu", room=7)] == ["c0", "c1"]  # 3 + 3 <= 7
 
+    assert along.backlog  # the room ended it, not the queue
     monkeypatch.setattr(takealong, "TAKE_AT_MOST", 1)
     assert [t.chunk_id for t in along.take("cpu", room=100)] == ["c2"]
+    assert along.backlog
+    monkeypatch.setattr(takealong, "TAKE_AT_MOST", 100)
+    assert [t.chunk_id for t in along.take("cpu", room=100)] == ["c3", "c4", "c5"]
+    assert not along.backlog  # the queue is empty: the consumer may pause again
 
 
 def test_a_chunk_goes_on_alone_on_a_thread_while_one_is_free(redis_client, monkeypatch):
@@ -129,3 +134,25 @@ def test_the_message_names_the_translate_task_and_carries_its_size(celery, redis
     assert raw["headers"]["task"] == TRANSLATE_TASK
     (taken,) = TakeAlong(redis_client).take("cpu", room=100)
     assert (taken.chunk_id, taken.segments) == ("a", 7)
+
+
+def test_the_consumer_pauses_after_a_small_chunk_but_not_an_interactive_or_large_one(
+    celery, redis_client
+):
+    for chunk_id, priority, segments in (
+        ("small", 5, 1),
+        ("urgent", 9, 3),
+        ("interactive", 10, 1),
+        ("large", 5, takealong.TAKE_SEGMENTS + 1),
+    ):
+        _send(celery, chunk_id, priority, segments)
+    send_callback(celery, "job-x")  # another task's message, on its own queue
+    headers = {
+        json.loads(raw)["headers"]["id"].removeprefix("task-"): json.loads(raw)["headers"]
+        for key in [*queue_keys("cpu"), *queue_keys("callbacks")]
+        for raw in redis_client.lrange(key, 0, -1)
+    }
+
+    paced = {name for name, h in headers.items() if takealong.takes_along(h)}
+
+    assert paced == {"small", "urgent"}, headers
