@@ -9,13 +9,15 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     URL,
     ColumnElement,
+    Connection,
     CursorResult,
     Engine,
     Executable,
@@ -237,6 +239,20 @@ class WriteTurn:
         self.lock.release()
 
 
+_TURN_TAKERS: weakref.WeakKeyDictionary[Engine, Callable[[Any, str], None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def hold_write_turn(conn: Connection) -> None:
+    """Take SQLite's write turn for the Connection's transaction, as its first write
+    statement would (stapel.driver_sql writes past the Connection's events); nothing
+    on another database. The transaction's commit or rollback gives it back."""
+    take = _TURN_TAKERS.get(conn.engine)
+    if take is not None:
+        take(conn.connection.dbapi_connection, "a write")
+
+
 def _one_writer_at_a_time(
     engine: Engine, turn: WriteTurn, checkpointer: Checkpointer | None
 ) -> None:
@@ -265,14 +281,19 @@ def _one_writer_at_a_time(
         if committed and checkpointer is not None:
             checkpointer.wrote()
 
-    @event.listens_for(engine, "before_cursor_execute")
-    def _take(_conn, cursor, statement, _params, _context, _many) -> None:
-        dbapi_conn = cursor.connection
-        if holder[0] is dbapi_conn or not _WRITES.match(statement):
+    def take(dbapi_conn, statement: str) -> None:
+        if holder[0] is dbapi_conn:
             return
         if not turn.take(time.monotonic() + WRITE_WAIT_S):
             raise _no_turn(statement)
         holder[0] = dbapi_conn
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _take(_conn, cursor, statement, _params, _context, _many) -> None:
+        if _WRITES.match(statement):
+            take(cursor.connection, statement)
+
+    _TURN_TAKERS[engine] = take
 
     dialect = engine.dialect  # the pool's too: its reset-on-return rolls back through it
     for name, committed in (("do_commit", True), ("do_rollback", False)):

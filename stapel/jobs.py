@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, make_transient_to_detached
 from stapel import ledger
 from stapel.callbacks import on_final
 from stapel.db import affected
+from stapel.driver_sql import DriverStatement
 from stapel.endings import stop_chunks
 from stapel.exceptions import Conflict, NotFound
 from stapel.locking import lock_job, retry_conflicts
@@ -46,12 +47,13 @@ INSERT_BATCH = 5000
 """Segments inserted per statement when a job is created."""
 
 # A new job's rows are written with Core inserts on the tables (no unit of work): the
-# ORM's flush and bulk paths cost more than the statements themselves on a small job.
+# ORM's flush and bulk paths cost more than the statements themselves on a small job,
+# and a Connection's execution more than the driver's work (stapel.driver_sql).
 _INSERT_JOB = insert(cast(Table, Job.__table__))
-_INSERT_DOCUMENTS = insert(cast(Table, Document.__table__))
-_INSERT_SEGMENTS = insert(cast(Table, Segment.__table__))
+_INSERT_DOCUMENTS = DriverStatement(insert(cast(Table, Document.__table__)))
+_INSERT_SEGMENTS = DriverStatement(insert(cast(Table, Segment.__table__)))
 _INSERT_FILE = insert(cast(Table, DocumentFile.__table__))
-_INSERT_CHUNKS = insert(cast(Table, Chunk.__table__))
+_INSERT_CHUNKS = DriverStatement(insert(cast(Table, Chunk.__table__)))
 _JOB_COLUMNS = [(prop.key, prop.columns[0]) for prop in inspect(Job).column_attrs]
 # The job's creation time is the database's clock, read back from its insert (RETURNING:
 # no separate select); a job answered at submit also starts and ends then, its callback
@@ -61,8 +63,8 @@ _NOW_COLUMNS = {
     True: ("created_at", "started_at", "finished_at", "callback_next_at"),
 }
 _INSERT_JOB_AT_NOW = {
-    answered: _INSERT_JOB.values({name: db_now() for name in names}).returning(
-        Job.__table__.c.created_at
+    answered: DriverStatement(
+        _INSERT_JOB.values({name: db_now() for name in names}).returning(Job.__table__.c.created_at)
     )
     for answered, names in _NOW_COLUMNS.items()
 }
@@ -257,8 +259,8 @@ def store_job(
     _insert_documents(conn, job.id, spec, answered)
     chunk_ids = [new_id() for _ in bounds]
     task_ids = {} if answered else {chunk_id: new_id() for chunk_id in chunk_ids}
-    conn.execute(
-        _INSERT_CHUNKS,
+    _INSERT_CHUNKS.executemany(
+        conn,
         [
             {
                 "id": chunk_ids[i],
@@ -310,7 +312,7 @@ def _insert_job(session: Session, conn: Connection, job: Job, answered: bool) ->
             default = column.default
             setattr(job, attr, default.arg if default is not None and default.is_scalar else None)
         values[column.key] = getattr(job, attr)
-    now = conn.execute(_INSERT_JOB_AT_NOW[answered], values).scalar_one()
+    now = _INSERT_JOB_AT_NOW[answered].execute(conn, values)
     for name in now_columns:
         setattr(job, name, now)
     make_transient_to_detached(job)
@@ -372,11 +374,10 @@ def _insert_documents(
             seg_rows.append(row)
             index += 1
             if len(seg_rows) >= INSERT_BATCH:
-                conn.execute(_INSERT_SEGMENTS, seg_rows)
+                _INSERT_SEGMENTS.executemany(conn, seg_rows)
                 seg_rows = []
-    if seg_rows:
-        conn.execute(_INSERT_SEGMENTS, seg_rows)
-    conn.execute(_INSERT_DOCUMENTS, doc_rows)
+    _INSERT_SEGMENTS.executemany(conn, seg_rows)
+    _INSERT_DOCUMENTS.executemany(conn, doc_rows)
     for d, doc in enumerate(documents):
         if doc.original is not None:  # one at a time: each may be megabytes
             conn.execute(

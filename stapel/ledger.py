@@ -22,6 +22,7 @@ from sqlalchemy import Connection, Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from stapel.driver_sql import DriverStatement
 from stapel.tables import UsageDay
 
 SLOTS = 64
@@ -67,7 +68,10 @@ def _upsert(insert: Callable[[Table], Upsert]) -> Upsert:
 
 
 # built once: made at each call, it halved the jobs stored per second (docs/security.md)
-_UPSERTS = {"postgresql": _upsert(postgresql.insert), "sqlite": _upsert(sqlite.insert)}
+_UPSERTS = {
+    "postgresql": DriverStatement(_upsert(postgresql.insert)),
+    "sqlite": DriverStatement(_upsert(sqlite.insert)),
+}
 
 
 def add(
@@ -79,9 +83,10 @@ def add(
     characters: int = 0,
 ) -> None:
     """Add to the tenant's row of the day (made if missing), in the caller's transaction."""
-    dialect = conn.get_bind().dialect.name if isinstance(conn, Session) else conn.dialect.name
-    conn.execute(
-        _UPSERTS["postgresql" if dialect == "postgresql" else "sqlite"],
+    if isinstance(conn, Session):
+        conn = conn.connection()
+    _UPSERTS["postgresql" if conn.dialect.name == "postgresql" else "sqlite"].execute(
+        conn,
         {
             "tenant_id": tenant_id,
             "day": day,

@@ -31,7 +31,7 @@ class _Prepared(NamedTuple):
     converted: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column, its processor)
 
 
-def _processor(type_: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
+def result_processor(type_: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
     """The column type's result processor, without the cursor's type code it may ask for.
 
     A float column (not decimal) is a float as the driver returns it; psycopg's numeric
@@ -59,7 +59,9 @@ class OneRow:
         prepared = self._prepared.get(dialect)
         if prepared is None:
             compiled = self.statement.compile(dialect=dialect)
-            processors = (_processor(c.type, dialect) for c in self.statement.selected_columns)
+            processors = (
+                result_processor(c.type, dialect) for c in self.statement.selected_columns
+            )
             converted = tuple((i, p) for i, p in enumerate(processors) if p is not None)
             positions = tuple(compiled.positiontup or ()) if compiled.positional else None
             prepared = self._prepared[dialect] = _Prepared(str(compiled), positions, converted)

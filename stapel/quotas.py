@@ -30,6 +30,7 @@ from sqlalchemy import Integer, bindparam, func, select, union_all
 from sqlalchemy.orm import Session
 
 from stapel import ledger
+from stapel.driver_sql import DriverStatement
 from stapel.exceptions import StapelError
 from stapel.states import ACTIVE
 from stapel.tables import Job, utcnow
@@ -94,8 +95,9 @@ _ACTIVE_IDS = union_all(
     )
 )
 _IN_FLIGHT = select(func.count()).select_from(_ACTIVE_IDS.subquery())
-_IN_FLIGHT_UP_TO = select(func.count()).select_from(
-    _ACTIVE_IDS.limit(bindparam("cap", type_=Integer)).subquery()
+_IN_FLIGHT_UP_TO = DriverStatement(
+    select(func.count()).select_from(_ACTIVE_IDS.limit(bindparam("cap", type_=Integer)).subquery()),
+    write=False,
 )
 
 
@@ -103,14 +105,15 @@ def in_flight(session: Session, tenant_id: str, up_to: int | None = None) -> int
     """Return how many of the tenant's jobs are queued or running (at most `up_to`).
 
     With `up_to` the count reads no more than that many index entries, so a submission's
-    admission does not grow with a tenant's jobs in flight. A Core statement on the
-    session's connection: no ORM layer per count.
+    admission does not grow with a tenant's jobs in flight. A statement on the session's
+    connection, the admission's on its driver's cursor (stapel.driver_sql): it runs at
+    every submission.
     """
     if up_to is None:
         return session.connection().scalar(_IN_FLIGHT, {"tenant": tenant_id}) or 0
     if up_to <= 0:
         return 0
-    return session.connection().scalar(_IN_FLIGHT_UP_TO, {"tenant": tenant_id, "cap": up_to}) or 0
+    return _IN_FLIGHT_UP_TO.execute(session.connection(), {"tenant": tenant_id, "cap": up_to}) or 0
 
 
 def usage(
@@ -294,7 +297,8 @@ def admit(
             # The count must read a snapshot taken after the reservation: a read the
             # caller began earlier (SQLite keeps a transaction's first snapshot) would miss
             # a job stored and taken out of the pending set in between.
-            session.commit()
+            if session.in_transaction():
+                session.commit()
             flying = _count_in_flight(
                 client, session, tenant_id, int(seq), int(before), jobs_limit, count_up_to
             )

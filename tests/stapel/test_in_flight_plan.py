@@ -49,10 +49,14 @@ def test_the_count_on_a_table_without_statistics_skips_the_tenants_history(postg
                 ),
                 {"flying": IN_FLIGHT, "total": HISTORY},
             )
-            statement = quotas._IN_FLIGHT if cap is None else quotas._IN_FLIGHT_UP_TO
+            if cap is None:
+                statement = quotas._IN_FLIGHT
+                count = conn.execute(statement, {"tenant": "t1"}).scalar()
+            else:  # the admission's count, run on the driver's cursor
+                statement = quotas._IN_FLIGHT_UP_TO.statement
+                count = quotas._IN_FLIGHT_UP_TO.execute(conn, {"tenant": "t1", "cap": cap})
             compiled = statement.compile(dialect=engine.dialect)
             params = {**compiled.params, "tenant": "t1", "cap": cap}
-            count = conn.execute(statement, params).scalar()
             plan = conn.exec_driver_sql(
                 f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", params
             ).scalar()
