@@ -55,6 +55,11 @@ _INSERT_SEGMENTS = DriverStatement(insert(cast(Table, Segment.__table__)))
 _INSERT_FILE = insert(cast(Table, DocumentFile.__table__))
 _INSERT_CHUNKS = DriverStatement(insert(cast(Table, Chunk.__table__)))
 _JOB_COLUMNS = [(prop.key, prop.columns[0]) for prop in inspect(Job).column_attrs]
+_JOB_DEFAULTS = {
+    attr: column.default.arg if column.default is not None and column.default.is_scalar else None
+    for attr, column in _JOB_COLUMNS
+}
+_JOB_MANAGER = inspect(Job).class_manager
 # The job's creation time is the database's clock, read back from its insert (RETURNING:
 # no separate select); a job answered at submit also starts and ends then, its callback
 # due at once. SQLite reads 'now' once per statement, so the columns agree.
@@ -212,44 +217,47 @@ def store_job(
     bounds = chunk_bounds(total, chunk_segments)
     # The inserts are Core statements on the session's connection: no ORM layer per call.
     conn = session.connection()
-    job = Job(
-        id=new_id(),
-        tenant_id=tenant_id,
-        status=Status.QUEUED,
-        pool=route_pool(total, gpu_threshold),
-        source_lang=spec.source_lang,
-        target_lang=spec.target_lang,
-        priority=spec.priority,
-        dispatch_priority=spec.priority if dispatch_priority is None else dispatch_priority,
-        callback_url=spec.callback_url,
-        meta=spec.metadata,
-        idempotency_key=spec.idempotency_key,
-        api=spec.api,
-        documents_total=len(spec.documents),
-        segments_total=total,
-        segments_done=0,
-        chunks_total=len(bounds),
-        attempts=0,
-        segments_failed=0,
-        split_sentences=spec.split_sentences,
-        use_cache=spec.use_cache,
-        memories=list(spec.memories) or None,
-        segments_from_memory=0,
-        segments_from_cache=0,
-        segments_from_mt=0,
-        segments_review=0,
-        min_score=spec.min_score,
-        below_min_score=spec.below_min_score if spec.min_score is not None else None,
-    )
+    fields: dict[str, Any] = {
+        "id": new_id(),
+        "tenant_id": tenant_id,
+        "status": Status.QUEUED,
+        "pool": route_pool(total, gpu_threshold),
+        "source_lang": spec.source_lang,
+        "target_lang": spec.target_lang,
+        "priority": spec.priority,
+        "dispatch_priority": spec.priority if dispatch_priority is None else dispatch_priority,
+        "callback_url": spec.callback_url,
+        "meta": spec.metadata,
+        "idempotency_key": spec.idempotency_key,
+        "api": spec.api,
+        "documents_total": len(spec.documents),
+        "segments_total": total,
+        "segments_done": 0,
+        "chunks_total": len(bounds),
+        "attempts": 0,
+        "segments_failed": 0,
+        "split_sentences": spec.split_sentences,
+        "use_cache": spec.use_cache,
+        "memories": list(spec.memories) or None,
+        "segments_from_memory": 0,
+        "segments_from_cache": 0,
+        "segments_from_mt": 0,
+        "segments_review": 0,
+        "min_score": spec.min_score,
+        "below_min_score": spec.below_min_score if spec.min_score is not None else None,
+    }
     if answered is not None:
-        job.status = Status.SUCCEEDED
-        job.segments_done, job.segments_from_cache = total, answered.from_cache()
-        job.segments_review = answered.score_counts(spec.min_score, 0, total)["review"]
-        job.callback_status = CallbackStatus.PENDING.value if spec.callback_url else None
-        job.callback_attempts = 0
+        fields |= {
+            "status": Status.SUCCEEDED,
+            "segments_done": total,
+            "segments_from_cache": answered.from_cache(),
+            "segments_review": answered.score_counts(spec.min_score, 0, total)["review"],
+            "callback_status": CallbackStatus.PENDING.value if spec.callback_url else None,
+            "callback_attempts": 0,
+        }
     try:
         # the database's clock: the watchdog compares a chunk's age with its own reading
-        now = _insert_job(session, conn, job, answered is not None)
+        job, now = _insert_job(session, conn, fields, answered is not None)
     except IntegrityError:
         session.rollback()
         existing = by_idempotency_key(session, tenant_id, spec.idempotency_key or "")
@@ -296,28 +304,33 @@ def store_job(
     return StoredJob(job, True, list(zip(chunk_ids, sizes, strict=True)), task_ids)
 
 
-def _insert_job(session: Session, conn: Connection, job: Job, answered: bool) -> datetime:
-    """Insert a new Job object's row, then attach the object as the stored row.
+def _insert_job(
+    session: Session, conn: Connection, fields: dict[str, Any], answered: bool
+) -> tuple[Job, datetime]:
+    """Insert a new job's row from its fields (Job's attribute names), then attach a Job
+    object holding them as the stored row; return it and the row's time.
 
-    Every column the object was not given takes its column's default, on the object as
-    in the row, so reading any attribute afterwards costs no query. The row's times
-    are the database's clock (`_NOW_COLUMNS`); return it.
+    Every column not given takes its column's default, on the object as in the row, so
+    reading any attribute afterwards costs no query. The row's times are the database's
+    clock (`_NOW_COLUMNS`). The object is made as a load makes one (its attributes set
+    in its __dict__, no attribute events: a Job(...) with 28 arguments fired one each).
     """
     values = {}
     now_columns = _NOW_COLUMNS[answered]
     for attr, column in _JOB_COLUMNS:
         if column.key in now_columns:
             continue
-        if attr not in job.__dict__:
-            default = column.default
-            setattr(job, attr, default.arg if default is not None and default.is_scalar else None)
-        values[column.key] = getattr(job, attr)
+        if attr not in fields:
+            fields[attr] = _JOB_DEFAULTS[attr]
+        values[column.key] = fields[attr]
     now = _INSERT_JOB_AT_NOW[answered].execute(conn, values)
     for name in now_columns:
-        setattr(job, name, now)
+        fields[name] = now
+    job = _JOB_MANAGER.new_instance()
+    job.__dict__.update(fields)
     make_transient_to_detached(job)
     session.add(job)
-    return now
+    return job, now
 
 
 def _chunk_state(
