@@ -215,7 +215,7 @@ def store_job(
     """
     total = spec.segments_total
     bounds = chunk_bounds(total, chunk_segments)
-    # The inserts are Core statements on the session's connection: no ORM layer per call.
+    # The inserts run on the driver's cursor of the session's connection (stapel.driver_sql).
     conn = session.connection()
     fields: dict[str, Any] = {
         "id": new_id(),
