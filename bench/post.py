@@ -28,12 +28,9 @@ import time
 import uuid
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import update
 
-from bench.stack import free_port
-from stapel.embedded_redis import reachable, start_server, wait_until_reachable
+from bench.stack import Stack
 from stapel.settings import ROOT
 
 FINISH_EVERY = 40
@@ -72,42 +69,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs, in one process")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="stapel-post-bench-"))
-    redis_url = os.environ.get("REDIS_URL")
-    server = None
-    if not redis_url or not reachable(redis_url):
-        port = free_port()
-        server = start_server(port, workdir / "redis", daemonize=False)
-        redis_url = f"redis://127.0.0.1:{port}/0"
-        wait_until_reachable(redis_url)
-    database_url = os.environ.get("DATABASE_URL") or f"sqlite:///{workdir / 'bench.db'}"
-    os.environ.update(
+    # Redis (REDIS_URL, or one of its own) and the database, migrated; no process started
+    stack = Stack(
+        workdir,
         {
-            "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
             "STAPEL_MODEL_ROOT": str(ROOT / "models"),
             "STAPEL_RATE_SUBMIT": "1000000/minute",
             "STAPEL_QUOTA_SEGMENTS_PER_DAY": "1000000000",
             "STAPEL_LOG_LEVEL": "WARNING",
-        }
+        },
     )
+    os.environ.update(stack.env)
     # the access log's lines (one write to stdout a request, a cost it keeps) go to a file
     stdout = os.dup(1)
     with open(workdir / "access.log", "wb") as log:
         os.dup2(log.fileno(), 1)
         try:
-            results = _run(args, database_url)
+            results = _run(args, stack.env["DATABASE_URL"])
         finally:
             os.dup2(stdout, 1)
-            if server is not None:
-                server.terminate()
+            stack.stop()
     print(json.dumps(results, indent=2))
 
 
 def _run(args, database_url: str) -> dict:
-    config = Config(str(ROOT / "alembic.ini"))
-    config.attributes["database_url"] = database_url
-    command.downgrade(config, "base")
-    command.upgrade(config, "head")
     # imported once the environment names this run's database and Redis
     from app.factory import serve
     from stapel.db import make_engine, make_session_factory
