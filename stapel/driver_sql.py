@@ -32,7 +32,7 @@ from stapel.one_row import result_processor
 
 class _Compiled(NamedTuple):
     sql: str
-    names: tuple[str, ...]  # the parameters in the order the driver takes them
+    names: tuple[str, ...]  # a positional style's parameters, in the driver's order
     positional: bool
     defaults: dict[str, Any]  # the columns not given: their scalar defaults; fixed values
     processors: tuple[tuple[str, Callable[[Any], Any]], ...]  # (parameter, bind processor)
@@ -66,19 +66,22 @@ class DriverStatement:
             if default is None or not default.is_scalar:
                 raise ValueError(f"give {column}: its default is not a constant")
             defaults[column.key] = default.arg
-        for name, bind in compiled.binds.items():  # a value the statement itself holds
-            if name not in keys and name not in defaults and not bind.required:
-                defaults[name] = bind.effective_value
-        names = tuple(compiled.positiontup) if compiled.positional else tuple(compiled.binds)
         processors = []
         for name, bind in compiled.binds.items():
+            if name not in keys and name not in defaults and not bind.required:
+                defaults[name] = bind.effective_value  # a value the statement itself holds
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if process is not None:
                 processors.append((name, process))
         columns = list(getattr(self.statement, "exported_columns", ()))
         returned = result_processor(columns[0].type, dialect) if columns else None
         found = by_keys[keys] = _Compiled(
-            str(compiled), names, compiled.positional, defaults, tuple(processors), returned
+            str(compiled),
+            tuple(compiled.positiontup or ()),
+            compiled.positional,
+            defaults,
+            tuple(processors),
+            returned,
         )
         return found
 
