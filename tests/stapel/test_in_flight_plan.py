@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from stapel import quotas
+from stapel.tables import Base
 
 HISTORY = 3000
 IN_FLIGHT = 7
@@ -70,4 +71,45 @@ def test_the_count_on_a_table_without_statistics_skips_the_tenants_history(postg
     finally:
         with engine.begin() as conn:
             conn.execute(text("DROP SCHEMA IF EXISTS probe CASCADE"))
+        engine.dispose()
+
+
+@pytest.mark.parametrize("cap", [None, 1000])
+def test_the_count_reads_the_index_alone_on_sqlite(tmp_path, cap):
+    """Each counted job is an index entry, not a row: a selected column sent every
+    admission to the table for each of the tenant's jobs in flight."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'plan.db'}")
+    try:
+        Base.metadata.create_all(engine)
+        with engine.begin() as conn:
+            for n in range(IN_FLIGHT + 3):
+                conn.execute(
+                    text(
+                        "INSERT INTO jobs (id, tenant_id, status, pool, source_lang,"
+                        " target_lang, priority, documents_total, segments_total,"
+                        " segments_done, chunks_total, attempts, callback_attempts, created_at)"
+                        " VALUES (:id, 't1', :status, 'cpu', 'en', 'de', 5, 1, 1, 1, 1, 0, 0,"
+                        " CURRENT_TIMESTAMP)"
+                    ),
+                    {"id": f"j{n}", "status": "running" if n < IN_FLIGHT else "succeeded"},
+                )
+            if cap is None:
+                statement = quotas._IN_FLIGHT
+                count = conn.execute(statement, {"tenant": "t1"}).scalar()
+            else:
+                statement = quotas._IN_FLIGHT_UP_TO.statement
+                count = quotas._IN_FLIGHT_UP_TO.execute(conn, {"tenant": "t1", "cap": cap})
+            compiled = statement.compile(dialect=engine.dialect)
+            params = {**compiled.params, "tenant": "t1", "cap": cap}
+            plan = [
+                row[3]
+                for row in conn.exec_driver_sql(
+                    f"EXPLAIN QUERY PLAN {compiled}", tuple(params[k] for k in compiled.positiontup)
+                )
+            ]
+        assert count == IN_FLIGHT
+        searches = [line for line in plan if line.startswith("SEARCH jobs")]
+        assert len(searches) == 2, plan
+        assert all("COVERING INDEX ix_jobs_tenant_status" in line for line in searches), plan
+    finally:
         engine.dispose()
