@@ -24,10 +24,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import redis
 from sqlalchemy import Integer, bindparam, func, literal_column, select, union_all
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.selectable import CompoundSelect
 
 from stapel import ledger
 from stapel.driver_sql import DriverStatement
@@ -88,9 +90,9 @@ def next_reset(now: datetime) -> datetime:
 # yet (a new database, until its first analyze) bounded the scan by the tenant alone and
 # filtered the status, reading the tenant's whole history at every submission, and a
 # prepared statement keeps its plan (docs/design/in-flight-count-plan.md). Each scan
-# selects a constant, not a column: the index alone answers it (SQLite's covering index,
+# selects a constant, not a column: the index alone can answer it (SQLite's covering index,
 # PostgreSQL's index-only scan), where a selected `id` read every counted job's row.
-_ACTIVE_ROWS = union_all(
+_ACTIVE_ROWS: CompoundSelect[Any] = union_all(
     *(
         select(literal_column("1")).where(Job.tenant_id == bindparam("tenant"), Job.status == state)
         for state in ACTIVE
