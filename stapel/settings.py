@@ -124,9 +124,8 @@ class Settings:
     batch_memory_tokens: int | None = setting("STAPEL_BATCH_MEMORY_TOKENS", None)
     batch_wait_ms: float = setting("STAPEL_BATCH_WAIT_MS", 50.0)
     worker_segments: int = setting("STAPEL_WORKER_SEGMENTS", 4000)
-    # Below the batch wait: what the pause holds back is taken along in time to join the
-    # batch that the delivered job's segments wait in (docs/design/worker-cost.md).
-    consume_pause_ms: float = setting("STAPEL_CONSUME_PAUSE_MS", 40.0)
+    # None: workers.takealong.PAUSE_OF_BATCH_WAIT of the batch wait (40 ms of 50).
+    consume_pause_ms: float | None = setting("STAPEL_CONSUME_PAUSE_MS", None)
     defer_s: float = setting("STAPEL_DEFER_S", 2.0)
     max_decoding_length: int = setting("STAPEL_MAX_DECODING_LENGTH", 256)
     max_input_tokens: int = setting("STAPEL_MAX_INPUT_TOKENS", 0)

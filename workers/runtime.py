@@ -30,7 +30,7 @@ from workers import allocator
 from workers.budget import Budget
 from workers.committer import Committer
 from workers.engine import Engine, pick_batch_limits, pick_device
-from workers.takealong import TakeAlong, pace_consumer
+from workers.takealong import TakeAlong, consume_pause_s, pace_consumer
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,10 @@ class Runtime:
         signals.worker_shutting_down.connect(lambda **_: current_state.budget.close(), weak=False)
         engine.check_root()
         allocator.tune(settings.malloc_tuning)  # before a model's buffers are allocated
-        pace_consumer(settings.consume_pause_ms / 1000, current_state.takealong)
+        pace_consumer(
+            consume_pause_s(settings.consume_pause_ms, settings.batch_wait_ms),
+            current_state.takealong,
+        )
         engine.on_load = _counting(
             lambda pair: consumer.add_task_queue(model_queue(settings.pool, pair))
         )

@@ -61,6 +61,10 @@ queue for whichever worker of the pool has room (stapel.broker.URGENT_UP_TO's si
 TAKE_ROOM = 256
 """At most this many segments in one take: enough to batch a hundred one-segment jobs
 together, little enough that a worker of a pool never takes minutes of another's work."""
+PAUSE_OF_BATCH_WAIT = 0.8
+"""The consumer's pause, unless STAPEL_CONSUME_PAUSE_MS sets it, as a share of the batch
+wait (STAPEL_BATCH_WAIT_MS): what the pause holds back is then taken along in time to
+join the batch that the delivered job's segments wait in (docs/design/worker-cost.md)."""
 EMPTY_BACKOFF_S = 0.005
 """After a take found nothing, the next tasks this long skip the round trip (shorter
 than the consumer's pause, so the task delivered after a pause always looks)."""
@@ -108,6 +112,12 @@ def takes_along(headers: dict) -> bool:
         and int(size) <= TAKE_SEGMENTS
         and not headers.get(INTERACTIVE_HEADER)
     )
+
+
+def consume_pause_s(pause_ms: float | None, batch_wait_ms: float) -> float:
+    """The consumer's pause in seconds: STAPEL_CONSUME_PAUSE_MS, or by default
+    PAUSE_OF_BATCH_WAIT of the batch wait."""
+    return (PAUSE_OF_BATCH_WAIT * batch_wait_ms if pause_ms is None else pause_ms) / 1000
 
 
 def pace_consumer(pause_s: float, along: TakeAlong) -> None:

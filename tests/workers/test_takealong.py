@@ -156,3 +156,13 @@ def test_the_consumer_pauses_after_a_small_chunk_but_not_an_interactive_or_large
     paced = {name for name, h in headers.items() if takealong.takes_along(h)}
 
     assert paced == {"small", "urgent"}, headers
+
+
+@pytest.mark.parametrize(
+    ("pause_ms", "batch_wait_ms", "pause_s"),
+    [(None, 50, 0.04), (None, 5, 0.004), (10, 50, 0.01), (0, 50, 0.0)],
+)
+def test_the_pause_is_a_share_of_the_batch_wait_unless_set(pause_ms, batch_wait_ms, pause_s):
+    """Unset, the pause ends before the delivered job's batch wait does; set, it is as
+    set (0 turns it off)."""
+    assert takealong.consume_pause_s(pause_ms, batch_wait_ms) == pytest.approx(pause_s)
