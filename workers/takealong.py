@@ -66,8 +66,9 @@ PAUSE_OF_BATCH_WAIT = 0.8
 wait (STAPEL_BATCH_WAIT_MS): what the pause holds back is then taken along in time to
 join the batch that the delivered job's segments wait in (docs/design/worker-cost.md)."""
 EMPTY_BACKOFF_S = 0.005
-"""After a take found nothing, the next tasks this long skip the round trip (shorter
-than the consumer's pause, so the task delivered after a pause always looks)."""
+"""After a take found nothing, the next tasks this long skip the round trip (at most
+half the consumer's pause: `pace_consumer`; so the task delivered after a pause always
+looks)."""
 
 _TAKE = """
 local want, room, each = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -126,7 +127,10 @@ def pace_consumer(pause_s: float, along: TakeAlong) -> None:
     delivered task takes it along in one round trip instead of Celery delivering each
     (docs/design/worker-cost.md). Not while the last take left messages waiting: there
     the next delivery's task takes a full group anyway, and a pause would only leave
-    fewer units running. 0 turns it off."""
+    fewer units running. 0 turns it off. An empty take's backoff stays within half the
+    pause, so the task delivered after one looks for what it held back."""
+    if pause_s > 0:
+        along.backoff_s = min(EMPTY_BACKOFF_S, pause_s / 2)
     QoS.pace = (
         Pace(pause_s, lambda headers: not along.backlog and takes_along(headers))
         if pause_s > 0
@@ -176,6 +180,7 @@ class TakeAlong:
         self._lock = threading.Lock()
         self._spawned = 0
         self._empty_until = 0.0
+        self.backoff_s = EMPTY_BACKOFF_S
         self.backlog = False
         """Whether the last take left messages waiting: the consumer need not pause."""
 
@@ -201,7 +206,7 @@ class TakeAlong:
         except redis.RedisError as exc:  # the task's own chunk goes on; nothing was moved
             log.warning("take along failed queue=%s error=%s", queue, type(exc).__name__)
         if not raws:
-            self._empty_until = time.monotonic() + EMPTY_BACKOFF_S
+            self._empty_until = time.monotonic() + self.backoff_s
         return [_parse(raw) for raw in raws]
 
     def run(

@@ -166,3 +166,16 @@ def test_the_pause_is_a_share_of_the_batch_wait_unless_set(pause_ms, batch_wait_
     """Unset, the pause ends before the delivered job's batch wait does; set, it is as
     set (0 turns it off)."""
     assert takealong.consume_pause_s(pause_ms, batch_wait_ms) == pytest.approx(pause_s)
+
+
+def test_an_empty_takes_backoff_ends_within_the_pause(redis_client):
+    """A pause shorter than twice the backoff shortens it: the task delivered after the
+    pause must look for what the pause held back."""
+    along, before = TakeAlong(redis_client), takealong.QoS.pace
+    try:
+        takealong.pace_consumer(0.004, along)
+        assert along.backoff_s == pytest.approx(0.002)
+        takealong.pace_consumer(0.04, along)
+        assert along.backoff_s == takealong.EMPTY_BACKOFF_S
+    finally:
+        takealong.QoS.pace = before
