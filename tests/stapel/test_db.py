@@ -342,6 +342,41 @@ def test_a_checkpoint_waits_for_the_write_turn(tmp_path, monkeypatch, wal_index)
     engine.dispose()
 
 
+def test_a_checkpoint_syncs_the_log_before_it_takes_the_turn(tmp_path, monkeypatch):
+    """The log's sync, a checkpoint's slow part on a disk, comes before the write turn is
+    taken: inside it the checkpoint's own sync finds only what was written since."""
+    monkeypatch.setattr(db.Checkpointer, "wrote", lambda self: None)  # the engine's own: off
+    url = f"sqlite:///{tmp_path / 'sync.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    path = engine.url.database
+    turn = db.WriteTurn(db.FileTurn(f"{path}.write-turn"))
+    checkpointer = db.Checkpointer(path, turn)
+    steps: list[str] = []
+    fsync, take = os.fsync, turn.take
+
+    def recorded_fsync(fd: int) -> None:
+        steps.append(os.path.realpath(os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def recorded_take(deadline: float) -> bool:
+        steps.append("turn")
+        return take(deadline)
+
+    with make_session_factory(engine)() as session:
+        add_tenant(session, "a")
+        session.commit()
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(turn, "take", recorded_take)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert checkpointer.checkpoint(conn) is True
+    finally:
+        conn.close()
+        engine.dispose()
+    assert steps == [os.path.realpath(f"{path}-wal"), "turn"]
+
+
 def test_the_wal_of_writes_without_a_pause_is_started_over(sqlite_sessions, monkeypatch, wal_index):
     """Under commits one after another the checkpoints, taking the turn between two of
     them, copy every frame back, and a later writer starts the WAL over (beside the
