@@ -6,6 +6,7 @@ import json
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Compiled
 
 from stapel import quotas
 from stapel.tables import Base
@@ -20,6 +21,20 @@ def scans(plan: dict) -> list[dict]:
     for child in plan.get("Plans", []):
         found += scans(child)
     return found
+
+
+def count_t1(conn, cap: int | None) -> tuple[int, Compiled, dict]:
+    """Count tenant t1's jobs in flight as the code does (with a cap: the admission's
+    count, on the driver's cursor); return the count, the compiled statement and its
+    parameters, for the plan."""
+    if cap is None:
+        statement = quotas._IN_FLIGHT
+        count = conn.execute(statement, {"tenant": "t1"}).scalar()
+    else:
+        statement = quotas._IN_FLIGHT_UP_TO.statement
+        count = quotas._IN_FLIGHT_UP_TO.execute(conn, {"tenant": "t1", "cap": cap})
+    compiled = statement.compile(dialect=conn.dialect)
+    return count, compiled, {**compiled.params, "tenant": "t1", "cap": cap}
 
 
 @pytest.mark.parametrize("cap", [None, 1000])
@@ -50,14 +65,7 @@ def test_the_count_on_a_table_without_statistics_skips_the_tenants_history(postg
                 ),
                 {"flying": IN_FLIGHT, "total": HISTORY},
             )
-            if cap is None:
-                statement = quotas._IN_FLIGHT
-                count = conn.execute(statement, {"tenant": "t1"}).scalar()
-            else:  # the admission's count, run on the driver's cursor
-                statement = quotas._IN_FLIGHT_UP_TO.statement
-                count = quotas._IN_FLIGHT_UP_TO.execute(conn, {"tenant": "t1", "cap": cap})
-            compiled = statement.compile(dialect=engine.dialect)
-            params = {**compiled.params, "tenant": "t1", "cap": cap}
+            count, compiled, params = count_t1(conn, cap)
             plan = conn.exec_driver_sql(
                 f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", params
             ).scalar()
@@ -93,14 +101,7 @@ def test_the_count_reads_the_index_alone_on_sqlite(tmp_path, cap):
                     ),
                     {"id": f"j{n}", "status": "running" if n < IN_FLIGHT else "succeeded"},
                 )
-            if cap is None:
-                statement = quotas._IN_FLIGHT
-                count = conn.execute(statement, {"tenant": "t1"}).scalar()
-            else:
-                statement = quotas._IN_FLIGHT_UP_TO.statement
-                count = quotas._IN_FLIGHT_UP_TO.execute(conn, {"tenant": "t1", "cap": cap})
-            compiled = statement.compile(dialect=engine.dialect)
-            params = {**compiled.params, "tenant": "t1", "cap": cap}
+            count, compiled, params = count_t1(conn, cap)
             plan = [
                 row[3]
                 for row in conn.exec_driver_sql(
