@@ -129,8 +129,7 @@ def pace_consumer(pause_s: float, along: TakeAlong) -> None:
     the next delivery's task takes a full group anyway, and a pause would only leave
     fewer units running. 0 turns it off. An empty take's backoff stays within half the
     pause, so the task delivered after one looks for what it held back."""
-    if pause_s > 0:
-        along.backoff_s = min(EMPTY_BACKOFF_S, pause_s / 2)
+    along.backoff_s = min(EMPTY_BACKOFF_S, pause_s / 2) if pause_s > 0 else EMPTY_BACKOFF_S
     QoS.pace = (
         Pace(pause_s, lambda headers: not along.backlog and takes_along(headers))
         if pause_s > 0

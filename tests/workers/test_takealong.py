@@ -177,5 +177,8 @@ def test_an_empty_takes_backoff_ends_within_the_pause(redis_client):
         assert along.backoff_s == pytest.approx(0.002)
         takealong.pace_consumer(0.04, along)
         assert along.backoff_s == takealong.EMPTY_BACKOFF_S
+        takealong.pace_consumer(0.004, along)
+        takealong.pace_consumer(0, along)  # no pause: the backoff as it stands alone
+        assert along.backoff_s == takealong.EMPTY_BACKOFF_S
     finally:
         takealong.QoS.pace = before
