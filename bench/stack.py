@@ -82,8 +82,14 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
+KEEP_ENV = "STAPEL_BENCH_KEEP"
+"""Set (to anything) to keep every stack's folder (its logs, its SQLite file) after it stops."""
+
+
 class Stack:
-    """Starts the processes; stop() ends them all."""
+    """Starts the processes; stop() ends them all and removes the stack's folder (workdir,
+    a temporary one of its own), unless it stops on an error or KEEP_ENV is set: then it
+    says where the logs are."""
 
     def __init__(self, workdir: Path, env: dict) -> None:
         self.workdir = workdir
@@ -94,6 +100,7 @@ class Stack:
         if not redis_url or not reachable(redis_url):
             port = free_port()
             proc = start_server(port, workdir / "redis", daemonize=False)
+            self.exit.callback(proc.wait, 10)  # after terminate: callbacks run last first
             self.exit.callback(proc.terminate)
             self.redis_pid = proc.pid
             redis_url = f"redis://127.0.0.1:{port}/0"
@@ -183,3 +190,7 @@ class Stack:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
         self.exit.close()
+        if sys.exc_info()[0] is not None or os.environ.get(KEEP_ENV):
+            print(f"the stack's logs and database are in {self.workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
