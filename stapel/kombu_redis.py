@@ -32,10 +32,13 @@ visibility timeout, and a chunk's task finds its chunk ended (every task is
 idempotent). A closing channel flushes first.
 
 Consumption can be paced (`QoS.pace`, set by a worker whose tasks take messages along:
-workers/takealong.py): after delivering a message the pace names, the consumer sends its
-next BRPOP only that long later. What arrives meanwhile waits in the queue, and the
-next delivered task takes it along in one round trip (Celery's delivery of each would
-cost the worker 0.6-3 ms of CPU: docs/design/worker-cost.md).
+workers/takealong.py): after delivering a message the pace names, the consumer's BRPOPs
+ask only for Redis's first level for that long, where the interactive lane and the API's
+priority 9 wait (a caller waits on them). What arrives meanwhile at the other levels
+waits in the queue, and the next delivered task takes it along in one round trip
+(Celery's delivery of each would cost the worker 0.6-3 ms of CPU:
+docs/design/worker-cost.md). When the pause ends, a first-level BRPOP still waiting is
+unblocked (CLIENT UNBLOCK), as Redis would time it out only at its next cron tick.
 
 `transport_for` names this transport for redis:// and rediss:// URLs, `SocketTransport`
 (the same channel) for a unix socket (unix://, the form redis-py reads too) and
@@ -68,6 +71,9 @@ ACK_FLUSH_AT = 128
 """This many acks waiting are flushed at once."""
 STALE_FLUSH_S = 1.0
 """A flush asked for this long ago and not run was dropped: the next ack asks again."""
+
+PAUSED_BRPOP_MIN_S = 0.001
+"""A BRPOP sent in a pause's last instant still waits this long (Redis reads 0 as for ever)."""
 
 TRANSPORT = "stapel.kombu_redis:Transport"
 
@@ -102,20 +108,26 @@ class QoS(kombu_redis.QoS):
     def append(self, message, delivery_tag: str) -> None:
         super().append(message, delivery_tag)
         pace, hub = self.pace, getattr(self.channel.connection, "stapel_hub", None)
-        if pace is None or hub is None or not pace.after(message.headers or {}):
+        if pace is None or hub is None or self.pause_left() > 0:
+            return  # a delivery inside a pause (Redis's first level) starts none
+        if not pace.after(message.headers or {}):
             return
-        # on the loop's thread (a BRPOP's reply): the loop's next turns send no BRPOP, and
-        # the timer wakes it when the pause ends (a dropped timer: the clock ends it too)
+        # on the loop's thread (a BRPOP's reply): the loop's next BRPOPs ask for the
+        # first level only (`Channel._brpop_start`), each until the pause ends, and the
+        # timer wakes the loop then (a dropped timer: the clock ends it too)
         self._paused_until = time.monotonic() + pace.seconds
         hub.call_later(pace.seconds, self._resume)
 
     def _resume(self) -> None:
         self._paused_until = 0.0
+        if isinstance(self.channel, Channel):
+            self.channel.end_pause()
 
-    def can_consume(self) -> bool:
-        if self._paused_until and time.monotonic() < self._paused_until:
-            return False
-        return bool(super().can_consume())
+    def pause_left(self) -> float:
+        """Seconds until the consumer's pause ends (0: not paused)."""
+        if not self._paused_until:
+            return 0.0
+        return max(self._paused_until - time.monotonic(), 0.0)
 
     def ack(self, delivery_tag: str) -> None:
         hub: Hub | None = getattr(self.channel.connection, "stapel_hub", None)
@@ -177,6 +189,68 @@ class Channel(kombu_redis.Channel):
             except self.connection.connection_errors:
                 self._in_poll = False  # the reply went with the connection
         super().close()
+
+    _first_level_poll: int | None = None
+    """The Redis client id of the connection whose BRPOP now waits on the first level
+    only (None: the last BRPOP sent asks for every level)."""
+    _known_id: tuple[Any, int | None] | None = None
+    """(socket, its Redis client id or None where refused) of the BRPOP connection,
+    asked once a socket."""
+
+    def _brpop_start(self, timeout=None) -> None:
+        # During the consumer's pause (QoS.pace) only Redis's first level is asked for,
+        # until the pause ends: the interactive lane and the API's priority 9 are
+        # delivered at once, what waits at other levels is taken along after it.
+        self._first_level_poll = None
+        left = self.qos.pause_left() if isinstance(self.qos, QoS) else 0.0
+        if left <= 0:
+            super()._brpop_start(timeout)
+            return
+        queues = self._queue_cycle.consume(len(self.active_queues))
+        if not queues:
+            return
+        connection = self.client.connection
+        client_id = self._client_id(connection)
+        wait = max(round(left, 3), PAUSED_BRPOP_MIN_S)  # 0 would block for good
+        command = ["BRPOP", *(self._q_for_pri(queue, 0) for queue in queues), wait]
+        if self.global_keyprefix:
+            command = self.client._prefix_args(command)
+        self._in_poll = connection
+        self._brpop_sent_at = time.monotonic()  # type: ignore[assignment]  # kombu: None
+        connection.send_command(*command)
+        self._first_level_poll = client_id
+
+    def _client_id(self, connection) -> int | None:
+        """The connection's Redis client id (one round trip for each new socket; None
+        where Redis refuses CLIENT ID)."""
+        known = self._known_id
+        if known is not None and known[0] is connection._sock:
+            return known[1]
+        client_id: int | None = None
+        try:
+            connection.send_command("CLIENT", "ID")
+            client_id = int(connection.read_response())
+        except redis.ResponseError as exc:  # asked again only on a new socket
+            log.warning("CLIENT ID refused, pauses may end late error=%s", exc)
+        self._known_id = (connection._sock, client_id)
+        return client_id
+
+    def end_pause(self) -> None:
+        """End a first-level BRPOP still waiting when the pause ends (the loop's thread).
+
+        Redis times a blocked command out only when its event loop next wakes, up to
+        1/hz late (100 ms at its default hz 10), so the BRPOP is unblocked instead and
+        the next one asks for every level. Where Redis refuses CLIENT UNBLOCK it times
+        out on its own, that much later.
+        """
+        client_id, self._first_level_poll = self._first_level_poll, None
+        if client_id is None or not self._in_poll:
+            return
+        try:
+            with self.conn_or_acquire() as client:
+                client.execute_command("CLIENT", "UNBLOCK", client_id)
+        except redis.RedisError as exc:
+            log.debug("first-level BRPOP not unblocked error=%s", type(exc).__name__)
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         if self.connection.client is None:

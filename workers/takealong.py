@@ -12,8 +12,9 @@ as one unit on the task's thread (`pipeline.run_taken`: one claim request,
 their segments in the batcher together, one finish request), and the taken messages are
 acknowledged together when the unit ends. Jobs that arrive one by one would each
 find the consumer waiting in BRPOP and be delivered alone, so after delivering a small
-chunk's message the consumer waits STAPEL_CONSUME_PAUSE_MS before its next BRPOP
-(`pace_consumer`): what arrives meanwhile is taken along by the next delivered task.
+chunk's message the consumer asks only for Redis's first level (the interactive lane and
+the API's priority 9) for STAPEL_CONSUME_PAUSE_MS (`pace_consumer`): what arrives
+meanwhile at the other levels is taken along by the next delivered task.
 
 What a delivered message promises, a taken one keeps: its chunk has its own claim,
 outcome and failure; a worker that dies leaves the messages in `unacked`, where the
@@ -122,9 +123,11 @@ def consume_pause_s(pause_ms: float | None, batch_wait_ms: float) -> float:
 
 
 def pace_consumer(pause_s: float, along: TakeAlong) -> None:
-    """Pace this process's consumer: after it delivers a small chunk's message, its next
-    BRPOP waits pause_s, so that what arrives meanwhile waits in the queue and the next
-    delivered task takes it along in one round trip instead of Celery delivering each
+    """Pace this process's consumer: after it delivers a small chunk's message, its
+    BRPOPs ask only for Redis's first level for pause_s (stapel.kombu_redis: the
+    interactive lane and the API's priority 9 are delivered at once), so that what
+    arrives meanwhile at the other levels waits in the queue and the next delivered task
+    takes it along in one round trip instead of Celery delivering each
     (docs/design/worker-cost.md). Not while the last take left messages waiting: there
     the next delivery's task takes a full group anyway, and a pause would only leave
     fewer units running. 0 turns it off. An empty take's backoff stays within half the

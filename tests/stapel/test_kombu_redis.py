@@ -112,26 +112,36 @@ def test_acks_on_an_event_loop_leave_unacked_together_and_before_the_channel_clo
         assert redis_client.hlen("unacked") == 0
 
 
-def test_a_paced_delivery_holds_the_next_brpop_until_the_pause_ends(
+def test_a_paced_delivery_holds_the_lower_levels_until_the_pause_ends(
     redis_url, redis_client, monkeypatch
 ):
+    """After a paced delivery the consumer asks only for Redis's first level (the
+    interactive lane, the API's priority 9) until the pause ends; a delivery from there
+    neither waits nor starts a pause of its own."""
     pause_s = 1.5  # the checks after a delivery run well within it, even on a loaded machine
     monkeypatch.setattr(QoS, "pace", Pace(pause_s, lambda headers: headers.get("paced") == 1))
     with Connection(redis_url, transport=TRANSPORT) as conn:
         hub = conn.transport.stapel_hub = Hub()  # what a worker's event loop registers
         queue = conn.SimpleQueue("stapel-transport-pace")
-        queue.put({"n": 0}, headers={"paced": 1})
-        queue.put({"n": 1})
-        queue.put({"n": 2}, headers={"paced": 1})
-        queue.put({"n": 3})
-        qos = conn.default_channel.qos
+        lower = 3  # a level below the first (kombu's: 0 is served first)
+        queue.put({"n": 0}, headers={"paced": 1}, priority=lower)
+        queue.put({"n": 1}, priority=lower)
+        queue.put({"n": 2}, headers={"paced": 1}, priority=lower)
+        queue.put({"n": 3}, priority=lower)
+        channel = conn.default_channel
+        qos, held_key = channel.qos, channel._q_for_pri("stapel-transport-pace", lower)
 
         queue.get(timeout=5).ack()
-        delivered = time.monotonic()
-        assert not qos.can_consume()
-        with pytest.raises(Empty):  # no BRPOP is sent while the pause lasts
+        delivered, until = time.monotonic(), qos._paused_until
+        assert qos.pause_left() > 0
+        with pytest.raises(Empty):  # the lower level is not asked for while the pause lasts
             queue.get(timeout=0.05)
-        assert redis_client.llen("stapel-transport-pace") == 3
+        assert redis_client.llen(held_key) == 3
+        queue.put({"n": "first level"}, headers={"paced": 1})
+        urgent = queue.get(timeout=pause_s / 2)
+        assert urgent.payload == {"n": "first level"}
+        assert qos._paused_until == until  # delivered inside the pause, which it left as it was
+        urgent.ack()
         got = None
         while got is None and time.monotonic() < delivered + 5:
             try:
@@ -141,13 +151,16 @@ def test_a_paced_delivery_holds_the_next_brpop_until_the_pause_ends(
         assert got is not None and got.payload == {"n": 1}
         assert time.monotonic() - delivered >= pause_s  # the clock ended it (no loop ran)
         got.ack()
-        assert qos.can_consume()  # an unpaced message leaves the consumer going
+        assert qos.pause_left() == 0  # an unpaced message leaves the consumer going
         assert queue.get(timeout=5).payload == {"n": 2}
 
-        assert not qos.can_consume()
+        assert qos.pause_left() > 0
+        with pytest.raises(Empty):  # a first-level BRPOP now waits for the rest of the pause
+            queue.get(timeout=0.05)
         *_, resume = hub.timer.queue  # the loop runs it when the pause is due
         assert resume.eta >= time.monotonic()
         resume.entry()
-        assert qos.can_consume()
-        assert queue.get(timeout=5).payload == {"n": 3}
+        assert qos.pause_left() == 0
+        # the waiting BRPOP is unblocked as the pause ends, well before its own timeout
+        assert queue.get(timeout=pause_s / 3).payload == {"n": 3}
         queue.close()
