@@ -182,6 +182,7 @@ class Channel(kombu_redis.Channel):
         if self._qos is not None:
             self._qos.flush_acks()  # a Redis gone logs and leaves them in `unacked`
         if self._in_poll:
+            self.end_pause()  # a first-level BRPOP would hold the read to its timeout
             try:
                 self._brpop_read()
             except Empty:

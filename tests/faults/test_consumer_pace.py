@@ -55,9 +55,12 @@ def test_jobs_arriving_during_the_pause_are_taken_along(make_stack, model_root, 
 def test_the_interactive_lane_is_delivered_during_a_pause(make_stack, model_root, report):
     """During a pause the consumer still asks for Redis's first level, where the
     interactive lane's messages wait: a compat request is answered while the pause goes
-    on (held to its end, it would time out first)."""
+    on (held to its end, it would time out first). A warm shutdown inside the pause ends
+    the first-level BRPOP instead of waiting for its timeout."""
     stack = make_stack()
-    stack.worker("w", concurrency=4, env={"STAPEL_CONSUME_PAUSE_MS": str(ENDLESS_PAUSE_MS)})
+    worker = stack.worker(
+        "w", concurrency=4, env={"STAPEL_CONSUME_PAUSE_MS": str(ENDLESS_PAUSE_MS)}
+    )
     first = stack.submit([1], seed=0)
     stack.wait_done(first)  # delivered: the pause began then
     texts = sentences(2, seed=1)
@@ -81,3 +84,6 @@ def test_the_interactive_lane_is_delivered_during_a_pause(make_stack, model_root
     assert answer.get_json()["translatedText"] == reference
     assert figures.succeeded == 2, stack.diagnosis()
     assert (figures.lost, figures.wrong, figures.duplicated) == (0, 0, 0)
+
+    worker.close()  # SIGTERM, then SIGKILL if it has not exited 15 s later
+    assert worker.proc.returncode == 0, worker.full_log()[-3000:]
