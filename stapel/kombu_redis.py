@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from queue import Empty
+from queue import Empty, SimpleQueue
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -76,6 +76,36 @@ PAUSED_BRPOP_MIN_S = 0.001
 """A BRPOP sent in a pause's last instant still waits this long (Redis reads 0 as for ever)."""
 
 TRANSPORT = "stapel.kombu_redis:Transport"
+
+
+class _Unblocker:
+    """Sends CLIENT UNBLOCK from a thread of its own: the event loop never waits on Redis
+    for it (a Redis cut off would hold the loop for the command's timeouts and retries).
+    One sent late ends whatever BRPOP the connection waits in then, which returns empty
+    as on its timeout, and the loop sends the next."""
+
+    def __init__(self) -> None:
+        self._waiting: SimpleQueue[tuple[redis.Redis, int]] = SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def send(self, client: redis.Redis, client_id: int) -> None:
+        with self._lock:  # started again after a fork, where the thread is not
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="brpop-unblock", daemon=True)
+                self._thread.start()
+        self._waiting.put((client, client_id))
+
+    def _run(self) -> None:
+        while True:
+            client, client_id = self._waiting.get()
+            try:
+                client.execute_command("CLIENT", "UNBLOCK", client_id)
+            except redis.RedisError as exc:  # it times out on its own, a little later
+                log.debug("first-level BRPOP not unblocked error=%s", type(exc).__name__)
+
+
+UNBLOCKER = _Unblocker()
 
 
 def transport_for(url: str) -> str | None:
@@ -240,18 +270,15 @@ class Channel(kombu_redis.Channel):
         """End a first-level BRPOP still waiting when the pause ends (the loop's thread).
 
         Redis times a blocked command out only when its event loop next wakes, up to
-        1/hz late (100 ms at its default hz 10), so the BRPOP is unblocked instead and
-        the next one asks for every level. Where Redis refuses CLIENT UNBLOCK it times
-        out on its own, that much later.
+        1/hz late (100 ms at its default hz 10), so the BRPOP is unblocked instead (by
+        UNBLOCKER's thread) and the next one asks for every level. Where Redis refuses
+        CLIENT UNBLOCK it times out on its own, that much later.
         """
         client_id, self._first_level_poll = self._first_level_poll, None
         if client_id is None or not self._in_poll:
             return
-        try:
-            with self.conn_or_acquire() as client:
-                client.execute_command("CLIENT", "UNBLOCK", client_id)
-        except redis.RedisError as exc:
-            log.debug("first-level BRPOP not unblocked error=%s", type(exc).__name__)
+        with self.conn_or_acquire() as client:
+            UNBLOCKER.send(client, client_id)
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         if self.connection.client is None:
